@@ -1,0 +1,254 @@
+"""Cassette format v1: conversion between the YAML document and :class:`Cassette`.
+
+The document keeps vcrpy's layout (``version: 1``, ``interactions: [{request, response}]``)
+so diffs read like any vcrpy cassette, with three readability changes and extensions under
+keys vcrpy ignores:
+
+* a JSON body whose exact bytes one of :data:`bodies.JSON_STYLES` reproduces is written as a
+  YAML structure under ``parsed_body`` with its ``body_style`` (pydantic-ai's idea, made
+  byte-exact); other text bodies are strings (multi-line ones as literal blocks, so each SSE
+  event is one line); non-UTF-8 bodies are ``!!binary`` (base64);
+* response bodies above the size limit are ``body: {file: NAME, size: N, sha256: H}`` (a side
+  file next to the cassette) or ``body: {elided: true, size: N, sha256: H}``;
+* ``spoolproxy:`` at the top holds run metadata (recorder, time, command line, cwd) and in
+  each interaction the start time, duration, chunk list ``[[offset_ms, bytes], ...]`` and any
+  transport ``error``.
+
+Reading accepts this format, plain vcrpy / pytest-recording cassettes (string or ``!!binary``
+bodies, gzip bodies, a ``Content-Encoding`` header left on a decoded body) and pydantic-ai's
+``parsed_body`` variant.  vcrpy itself reads v1 through :mod:`.vcrpy_serializer`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from .bodies import decode_body, json_style, render_json
+from .model import BodyRef, Cassette, CassetteMeta, Chunk, Failure, Interaction, Request, Response
+
+FORMAT_VERSION = 1
+
+
+class FormatError(ValueError):
+    """The document is not a cassette; ``str()`` says why, ``index`` is the interaction (or None)."""
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message if index is None else f"interaction {index}: {message}")
+        self.index = index
+
+
+class FlowList(list):
+    """A list the YAML writer emits in flow style (``[a, b]``), for chunk lists."""
+
+
+# -- reading --------------------------------------------------------------------------
+def _to_bytes(value: Any) -> bytes:
+    if value is None:
+        return b""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    raise FormatError(f"body must be a string or binary, not {type(value).__name__}")
+
+
+def _headers(value: Any) -> dict[str, list[str]]:
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise FormatError("headers must be a mapping of name to list of values")
+    return {str(k): [str(x) for x in (v if isinstance(v, list) else [v])] for k, v in value.items()}
+
+
+def _request(d: dict) -> Request:
+    if not isinstance(d, dict):
+        raise FormatError("request must be a mapping")
+    if "parsed_body" in d:
+        body = render_json(d["parsed_body"], d.get("body_style"))
+    else:
+        body = _to_bytes(d.get("body"))
+    headers = _headers(d.get("headers"))
+    headers, body = decode_body(headers, body)
+    try:
+        return Request(method=str(d["method"]).upper(), uri=str(d["uri"]), headers=headers, body=body)
+    except KeyError as exc:
+        raise FormatError(f"request has no {exc.args[0]!r}") from None
+
+
+def _response(d: dict, ext: dict) -> Response:
+    if not isinstance(d, dict):
+        raise FormatError("response must be a mapping")
+    status = d.get("status") or {}
+    code = status.get("code") if isinstance(status, dict) else status
+    if not isinstance(code, int):
+        raise FormatError("response has no status code")
+    reason = str(status.get("message") or "") if isinstance(status, dict) else ""
+    ref = None
+    if "parsed_body" in d:
+        body = render_json(d["parsed_body"], d.get("body_style"))
+    else:
+        raw = d.get("body")
+        if isinstance(raw, dict) and ("file" in raw or raw.get("elided")):
+            ref = BodyRef(size=int(raw.get("size", 0)), sha256=str(raw.get("sha256", "")), file=raw.get("file"))
+            body = b""
+        else:
+            body = _to_bytes(raw.get("string") if isinstance(raw, dict) else raw)
+    headers = _headers(d.get("headers"))
+    if ref is None:
+        headers, body = decode_body(headers, body)
+    chunks = None
+    if ext.get("chunks"):
+        chunks = [Chunk(offset_ms=float(c[0]), size=int(c[1])) for c in ext["chunks"]]
+        if ref is None and sum(c.size for c in chunks) != len(body):
+            chunks = None  # body edited by hand: the boundaries no longer apply
+    return Response(status=code, reason=reason, headers=headers, body=body, body_ref=ref, chunks=chunks)
+
+
+def _time(v: Any) -> datetime | None:
+    if v is None or isinstance(v, datetime):
+        return v
+    try:
+        return datetime.fromisoformat(str(v))
+    except ValueError:
+        return None
+
+
+def from_document(doc: Any) -> Cassette:
+    """Build a :class:`Cassette` from a parsed YAML/JSON document.
+
+    Raises FormatError (wrong top-level shape, missing ``interactions``, unknown
+    ``version``, a malformed interaction).
+    """
+    if not isinstance(doc, dict):
+        raise FormatError("not a cassette: the top level must be a mapping with 'interactions'")
+    if "interactions" not in doc:
+        raise FormatError("not a cassette: no 'interactions' key")
+    version = doc.get("version", 1)
+    if version != FORMAT_VERSION:
+        raise FormatError(f"unsupported cassette version {version!r} (this spoolproxy reads version 1)")
+    items = doc["interactions"] or []
+    if not isinstance(items, list):
+        raise FormatError("'interactions' must be a list")
+    top = doc.get("spoolproxy") if isinstance(doc.get("spoolproxy"), dict) else None
+    parsed = False
+    interactions = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or "request" not in item:
+            raise FormatError("each interaction needs a 'request'", i)
+        ext = item.get("spoolproxy") if isinstance(item.get("spoolproxy"), dict) else {}
+        parsed = parsed or "parsed_body" in item["request"] or "parsed_body" in (item.get("response") or {})
+        try:
+            err = ext.get("error")
+            interactions.append(
+                Interaction(
+                    request=_request(item["request"]),
+                    response=_response(item["response"], ext) if item.get("response") else None,
+                    error=Failure.model_validate(err) if err else None,
+                    started_at=_time(ext.get("started_at")),
+                    duration_ms=ext.get("duration_ms"),
+                    extra={k: v for k, v in ext.items() if k not in _EXT_KEYS},
+                )
+            )
+        except FormatError as exc:
+            raise FormatError(str(exc), i) from None
+        except (ValidationError, TypeError, ValueError) as exc:
+            raise FormatError(f"malformed ({str(exc).splitlines()[0]})", i) from None
+    meta = CassetteMeta()
+    if top:
+        meta = CassetteMeta(
+            recorder=top.get("recorder"),
+            recorded_at=_time(top.get("recorded_at")),
+            command=top.get("command"),
+            cwd=top.get("cwd"),
+            record_mode=top.get("record_mode"),
+            exit_code=top.get("exit_code"),
+            extra={k: v for k, v in top.items() if k not in _META_KEYS},
+        )
+    fmt = "spoolproxy" if top is not None else ("parsed_body" if parsed else "vcrpy")
+    return Cassette(interactions=interactions, meta=meta, source_format=fmt)
+
+
+_EXT_KEYS = {"started_at", "duration_ms", "chunks", "error"}
+_META_KEYS = {"format", "recorder", "recorded_at", "command", "cwd", "record_mode", "exit_code"}
+
+
+# -- writing --------------------------------------------------------------------------
+def _body_fields(body: bytes, *, plain: bool) -> dict[str, Any]:
+    """``{'parsed_body': ..., 'body_style': ...}`` or ``{'body': str|bytes}``."""
+    if not plain:
+        found = json_style(body)
+        if found:
+            return {"parsed_body": found[1], "body_style": found[0]}
+    try:
+        return {"body": body.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"body": body}
+
+
+def _request_doc(req: Request, *, plain: bool) -> dict[str, Any]:
+    d: dict[str, Any] = {"method": req.method, "uri": req.uri, "headers": req.headers}
+    if plain or req.body:
+        d.update(_body_fields(req.body, plain=plain))
+    else:
+        d["body"] = None
+    return d
+
+
+def _response_doc(resp: Response, *, plain: bool) -> dict[str, Any]:
+    d: dict[str, Any] = {"status": {"code": resp.status, "message": resp.reason}, "headers": resp.headers}
+    if resp.body_ref is not None:
+        ref = resp.body_ref
+        if plain:
+            d["body"] = {"string": f"[spoolproxy: {ref.size}-byte body stored outside the cassette]"}
+        elif ref.file:
+            d["body"] = {"file": ref.file, "size": ref.size, "sha256": ref.sha256}
+        else:
+            d["body"] = {"elided": True, "size": ref.size, "sha256": ref.sha256}
+        return d
+    fields = _body_fields(resp.body, plain=plain)
+    if "body" in fields:
+        fields["body"] = {"string": fields["body"]}
+    d.update(fields)
+    return d
+
+
+def to_document(cas: Cassette, *, plain: bool = False) -> dict[str, Any]:
+    """The YAML document for ``cas``.  ``plain=True`` writes vcrpy's plain layout: string
+    bodies, no ``parsed_body``, no extensions, and interactions without a response left out.
+    Bodies must already be redacted (see :mod:`.redact`)."""
+    doc: dict[str, Any] = {"version": FORMAT_VERSION}
+    if not plain:
+        m = cas.meta
+        top: dict[str, Any] = {"format": FORMAT_VERSION}
+        for key in ("recorder", "recorded_at", "command", "cwd", "record_mode", "exit_code"):
+            v = getattr(m, key)
+            if v is not None:
+                top[key] = v.isoformat() if isinstance(v, datetime) else v
+        top.update(m.extra)
+        doc["spoolproxy"] = top
+    items = []
+    for it in cas.interactions:
+        if plain and it.response is None:
+            continue
+        item: dict[str, Any] = {"request": _request_doc(it.request, plain=plain)}
+        if it.response is not None:
+            item["response"] = _response_doc(it.response, plain=plain)
+        if not plain:
+            ext: dict[str, Any] = {}
+            if it.started_at is not None:
+                ext["started_at"] = it.started_at.isoformat()
+            if it.duration_ms is not None:
+                ext["duration_ms"] = round(it.duration_ms, 3)
+            if it.response is not None and it.response.chunks:
+                ext["chunks"] = FlowList(FlowList((round(c.offset_ms, 3), c.size)) for c in it.response.chunks)
+            if it.error is not None:
+                ext["error"] = it.error.model_dump()
+            ext.update(it.extra)
+            if ext:
+                item["spoolproxy"] = ext
+        items.append(item)
+    doc["interactions"] = items
+    return doc

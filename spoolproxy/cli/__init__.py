@@ -1,0 +1,77 @@
+"""The ``spoolproxy`` command line.  Each sub-command lives in its own module of this
+package and is imported only when used, so ``spoolproxy --help`` stays fast.
+
+Every :class:`~spoolproxy.errors.SpoolError` becomes one line on stderr
+(``spoolproxy: error: ...``) and its exit code; no traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from ..errors import SpoolError
+
+#: command name -> (module under spoolproxy.cli, one-line help shown by --help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "record": ("record", "Record a command's HTTP(S) traffic into a cassette."),
+    "playback": ("playback", "Serve cassettes to a command, offline, with explained misses."),
+    "ca": ("ca", "Print the spoolproxy CA certificate and CA bundle paths."),
+    "scan": ("scan", "Find unredacted secrets in cassettes (exit 1 if any)."),
+    "recover": ("recover", "Turn a crashed recording's journal into its cassette."),
+    "export": ("export", "Write a cassette in another layout (plain vcrpy)."),
+    "show": ("show", "Show a cassette as an agent transcript timeline."),
+    "detect": ("detect", "Flag failing agent runs in cassettes, with evidence."),
+    "export-test": ("export_test", "Turn failing runs into regression test cases."),
+    "annotate": ("annotate", "Set a test case's status (pending/confirmed/rejected)."),
+    "test": ("testrun", "Run the regression suite: passes / still_fails / fails_differently."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a command's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module = importlib.import_module(f"{__name__}.{COMMANDS[name][0]}")
+        return module.command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, help_) for name, (_, help_) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="spoolproxy")
+def cli() -> None:
+    """spoolproxy: record AI agent traffic, detect failing runs, replay them offline as tests."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: runs the CLI and maps SpoolError to one stderr line + exit code."""
+    try:
+        cli.main(args=argv, prog_name="spoolproxy", standalone_mode=False)
+    except SpoolError as exc:
+        click.echo(f"spoolproxy: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("spoolproxy: aborted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    else:
+        sys.exit(0)

@@ -1,0 +1,192 @@
+"""Cassette format v1: round trips, vcrpy compatibility, redaction, journal, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import datetime, timezone
+
+import httpx
+import pytest
+import vcr
+import yaml
+
+from spoolproxy.cassettes import Cassette, Chunk, Interaction, Redactor, Request, Response, load, save
+from spoolproxy.cassettes import vcrpy_serializer
+from spoolproxy.cassettes.journal import Journal, journal_path, recover
+from spoolproxy.cassettes.model import CassetteMeta
+from spoolproxy.cassettes.redact import scan_interaction
+from spoolproxy.cassettes.storage import dumps, parse_text
+from spoolproxy.errors import CassetteError
+
+from .conftest import corpus_files
+
+OPENAI_KEY = "sk-proj-" + "A1b2C3d4" * 6  # built at run time: no key-shaped literal in the repo
+
+
+def _sse_interaction() -> Interaction:
+    events = b"".join(
+        b'data: {"choices":[{"delta":{"content":"' + w + b'"}}]}\n\n' for w in (b"Hel", b"lo")
+    ) + b"data: [DONE]\n\n"
+    return Interaction(
+        request=Request(
+            method="POST",
+            uri="https://api.openai.com/v1/chat/completions",
+            headers={"authorization": [f"Bearer {OPENAI_KEY}"], "content-type": ["application/json"]},
+            body=json.dumps({"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode(),
+        ),
+        response=Response(
+            status=200,
+            reason="OK",
+            headers={"content-type": ["text/event-stream"]},
+            body=events,
+            chunks=[Chunk(offset_ms=0.0, size=40), Chunk(offset_ms=12.5, size=len(events) - 40)],
+        ),
+        started_at=datetime(2026, 12, 1, tzinfo=timezone.utc),
+        duration_ms=20.0,
+    )
+
+
+def test_v1_round_trip_is_byte_exact(tmp_path):
+    it = _sse_interaction()
+    cas = Redactor().cassette(Cassette(interactions=[it], meta=CassetteMeta(command=["python", "agent.py"], cwd=".")))
+    path = save(cas, tmp_path / "run.yaml")
+    text = path.read_text()
+    assert OPENAI_KEY not in text
+    assert "parsed_body:" in text and "body_style: spaced" in text  # JSON as a YAML structure
+    assert "\n        data: [DONE]\n" in text  # SSE events one per line in a literal block
+    back = load(path)
+    assert back.source_format == "spoolproxy"
+    assert back.interactions[0].request.body == cas.interactions[0].request.body
+    assert back.interactions[0].response.body == it.response.body
+    assert [c.size for c in back.interactions[0].response.chunks] == [40, len(it.response.body) - 40]
+    assert back.meta.command == ["python", "agent.py"]
+
+
+def test_vcrpy_reads_v1_in_process_through_the_serializer(tmp_path):
+    body = b'{"id":"x","object":"list","data":[]}'
+    cas = Cassette(
+        interactions=[
+            Interaction(
+                request=Request(method="GET", uri="http://127.0.0.1:9/v1/models", headers={}),
+                response=Response(status=200, reason="OK", headers={"content-type": ["application/json"]}, body=body),
+            )
+        ]
+    )
+    path = save(cas, tmp_path / "models.yaml")
+    my_vcr = vcr.VCR(record_mode="none")
+    my_vcr.register_serializer("spoolproxy", vcrpy_serializer)
+    with my_vcr.use_cassette(str(path), serializer="spoolproxy"):
+        r = httpx.get("http://127.0.0.1:9/v1/models")
+    assert r.status_code == 200 and r.content == body
+
+
+def test_export_plain_layout_loads_with_stock_vcrpy(tmp_path):
+    cas = Cassette(interactions=[_sse_interaction()])
+    text = dumps(cas, plain=True)
+    doc = yaml.safe_load(text)
+    assert "spoolproxy" not in doc and "parsed_body" not in text
+    reqs, resps = vcr.serialize.deserialize(text, vcr.serializers.yamlserializer)[:2]
+    assert reqs[0].uri.endswith("/v1/chat/completions")
+    assert resps[0]["body"]["string"].endswith(b"data: [DONE]\n\n")
+
+
+def test_gzip_and_binary_bodies(tmp_path):
+    raw = '{"ok": true}'
+    doc = {
+        "version": 1,
+        "interactions": [
+            {
+                "request": {"method": "GET", "uri": "https://x.example/a", "headers": {}, "body": None},
+                "response": {
+                    "status": {"code": 200, "message": "OK"},
+                    "headers": {"Content-Encoding": ["gzip"], "Content-Type": ["application/json"]},
+                    "body": {"string": gzip.compress(raw.encode())},
+                },
+            },
+            {
+                "request": {"method": "GET", "uri": "https://x.example/b", "headers": {}, "body": None},
+                "response": {
+                    "status": {"code": 200, "message": "OK"},
+                    "headers": {"Content-Encoding": ["gzip"]},
+                    "body": {"string": raw},  # header left on a decoded body
+                },
+            },
+        ],
+    }
+    cas = parse_text(yaml.safe_dump(doc))
+    for it in cas.interactions:
+        assert it.response.body == raw.encode()
+        assert it.response.header("content-encoding") is None
+    binary = Cassette(interactions=[cas.interactions[0].model_copy(deep=True)])
+    binary.interactions[0].response.body = b"\xff\xfe\x00bin"
+    path = save(binary, tmp_path / "bin.yaml")
+    assert "!!binary" in path.read_text()
+    assert load(path).interactions[0].response.body == b"\xff\xfe\x00bin"
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name[:60])
+def test_corpus_loads_and_round_trips(path):
+    cas = load(path)
+    again = parse_text(dumps(cas), path)
+    assert len(again) == len(cas) > 0
+    for a, b in zip(cas.interactions, again.interactions):
+        assert a.request.body == b.request.body
+        assert a.request.headers == b.request.headers
+        assert (a.response and a.response.body) == (b.response and b.response.body)
+
+
+def test_redaction_headers_query_and_bodies():
+    red = Redactor(extra_headers=["x-custom-secret"], extra_patterns=[r"tenant=(\w+)"])
+    google = "AIza" + "Sy" + "B" * 33
+    req = Request(
+        method="POST",
+        uri=f"https://generativelanguage.googleapis.com/v1beta/models/g:generateContent?key={google}&alt=sse",
+        headers={"x-api-key": ["plainsecret"], "X-Custom-Secret": ["abc"], "Authorization": [f"Bearer {OPENAI_KEY}"]},
+        body=f'{{"note": "my key is {OPENAI_KEY}", "q": "tenant=acme"}}'.encode(),
+    )
+    out = red.request(req)
+    flat = out.model_dump_json()
+    assert OPENAI_KEY not in flat and google not in flat and "plainsecret" not in flat and "acme" not in flat
+    assert out.headers["Authorization"][0].startswith("Bearer REDACTED-")
+    assert out.headers == red.request(req).headers  # stable placeholders
+    assert json.loads(out.body)["q"].startswith("tenant=REDACTED-custom-")
+    assert list(scan_interaction(0, Interaction(request=out))) == []
+    hits = list(scan_interaction(3, Interaction(request=req)))
+    assert {h.field for h in hits} >= {"request.body", "request.uri", "request.headers.Authorization"}
+    assert all(h.interaction == 3 for h in hits)
+
+
+def test_journal_recovers_all_completed_interactions(tmp_path):
+    target = tmp_path / "run.yaml"
+    j = Journal(target, CassetteMeta(command=["agent"]), Redactor())
+    j.append(1, _sse_interaction())
+    j.append(0, _sse_interaction().model_copy(update={"request": Request(method="GET", uri="https://a.example/")}))
+    j._fh.write('{"seq": 2, "interaction": {"requ')  # torn in-flight write
+    j._fh.flush()
+    assert journal_path(target).stat().st_mode & 0o777 == 0o600
+    assert OPENAI_KEY not in journal_path(target).read_text()
+    cas = recover(target)
+    assert cas is not None and [i.request.method for i in cas.interactions] == ["GET", "POST"]
+    assert load(target).meta.command == ["agent"]
+    assert not journal_path(target).exists()
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("interactions: [\n  - request: {", "invalid YAML"),
+        ("foo: bar\n", "no 'interactions'"),
+        ("version: 7\ninteractions: []\n", "unsupported cassette version 7"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00garbage", "not"),
+        ("- just\n- a list\n", "top level"),
+        ("interactions:\n- request: {method: GET}\n", "interaction 0"),
+    ],
+)
+def test_corrupt_cassettes_raise_one_line_errors(tmp_path, content, needle):
+    p = tmp_path / "bad.yaml"
+    p.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(CassetteError) as exc:
+        load(p)
+    msg = str(exc.value)
+    assert needle in msg and str(p) in msg and "\n" not in msg
