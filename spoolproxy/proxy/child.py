@@ -1,0 +1,159 @@
+"""The environment and launcher for the program spoolproxy records or plays back.
+
+:func:`child_env` points every common HTTP client at the proxy and at a CA bundle that
+trusts it; :func:`run_child` runs the program, forwards SIGINT/SIGTERM and returns its
+exit status.  Shared by ``spoolproxy record`` and ``spoolproxy playback``.
+
+Proxy variables: ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` in both cases (curl reads
+only the lower-case ``http_proxy``; Python, Node, Go and Rust clients read one or the other).
+CA variables: ``SSL_CERT_FILE`` (OpenSSL, httpx, aiohttp, Go), ``REQUESTS_CA_BUNDLE``
+(requests), ``CURL_CA_BUNDLE`` (curl), ``NODE_EXTRA_CA_CERTS`` (Node, added to its roots),
+``AWS_CA_BUNDLE`` (botocore), ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` (gRPC), ``PIP_CERT``,
+``HTTPLIB2_CA_CERTS``; ``NODE_USE_ENV_PROXY=1`` makes Node >= 24's fetch honour the proxy.
+
+``NO_PROXY``: an inherited ``NO_PROXY`` would silently exempt hosts from recording, so it
+is replaced by exactly what the caller asks to exempt (``no_proxy``).  By default
+(``proxy_localhost=True``) local tool servers on ``localhost``/``127.0.0.1`` are recorded
+too; ``proxy_localhost=False`` exempts ``localhost,127.0.0.1,::1``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ..errors import SpoolError
+
+PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
+NO_PROXY_VARS = ("NO_PROXY", "no_proxy")
+BUNDLE_VARS = (
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "AWS_CA_BUNDLE",
+    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+    "PIP_CERT",
+    "HTTPLIB2_CA_CERTS",
+)
+LOCALHOST_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def child_env(
+    proxy_url: str,
+    bundle: Path,
+    *,
+    base: Mapping[str, str] | None = None,
+    proxy_localhost: bool = True,
+    no_proxy: Sequence[str] = (),
+    ca_cert: Path | None = None,
+) -> dict[str, str]:
+    """The environment for a child that must go through the proxy at ``proxy_url``.
+
+    ``base`` (default ``os.environ``) is copied, then the proxy, CA and ``NO_PROXY``
+    variables are set (see the module docstring).  ``no_proxy`` lists hosts the caller
+    explicitly exempts; ``proxy_localhost=False`` adds the localhost names.  ``ca_cert``
+    (the bare spoolproxy CA certificate) is used for ``NODE_EXTRA_CA_CERTS`` when given,
+    else ``bundle``.  ``SSL_CERT_DIR`` is removed so OpenSSL clients use ``SSL_CERT_FILE``.
+    """
+    env = dict(os.environ if base is None else base)
+    for name in PROXY_VARS:
+        env[name] = proxy_url
+    for name in BUNDLE_VARS:
+        env[name] = str(bundle)
+    env.pop("SSL_CERT_DIR", None)
+    env["NODE_EXTRA_CA_CERTS"] = str(ca_cert or bundle)
+    env["NODE_USE_ENV_PROXY"] = "1"
+    exempt = list(dict.fromkeys([*no_proxy, *(() if proxy_localhost else LOCALHOST_NAMES)]))
+    for name in NO_PROXY_VARS:
+        env[name] = ",".join(exempt)
+    return env
+
+
+def export_lines(env: Mapping[str, str], base: Mapping[str, str] | None = None) -> list[str]:
+    """``export NAME='value'`` lines for the variables ``env`` sets or changes relative
+    to ``base`` (default ``os.environ``), for a user to paste into another shell."""
+    import shlex
+
+    base = os.environ if base is None else base
+    names = [*PROXY_VARS, *NO_PROXY_VARS, *BUNDLE_VARS, "NODE_EXTRA_CA_CERTS", "NODE_USE_ENV_PROXY"]
+    lines = [f"export {n}={shlex.quote(env[n])}" for n in names if n in env]
+    if "SSL_CERT_DIR" in base and "SSL_CERT_DIR" not in env:
+        lines.append("unset SSL_CERT_DIR")
+    return lines
+
+
+def _terminal_delivers_sigint(child: subprocess.Popen) -> bool:
+    """True when a Ctrl-C on the terminal reaches the child by itself (we are the
+    foreground process group of a tty and the child shares our group)."""
+    try:
+        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp() == os.getpgid(child.pid)
+    except OSError:
+        return False
+
+
+def run_child(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run ``argv`` with ``env`` and return its exit status.
+
+    SIGTERM and SIGINT received meanwhile are forwarded to the child (SIGINT only when
+    the terminal did not already deliver it to the child's process group); the third
+    signal kills the child.  A child killed by signal N gives ``128 + N``.  Raises
+    SpoolError with exit code 127 when the program is not found and 126 when it is not
+    executable.
+    """
+    if not argv:
+        raise SpoolError("no command given; put it after '--', e.g. spoolproxy record -- python agent.py")
+    try:
+        child = subprocess.Popen(list(argv), env=dict(env))
+    except FileNotFoundError:
+        raise SpoolError(f"command not found: {argv[0]}; check the name and PATH", exit_code=127) from None
+    except PermissionError:
+        raise SpoolError(f"command is not executable: {argv[0]}", exit_code=126) from None
+    except OSError as exc:
+        raise SpoolError(f"cannot run {argv[0]}: {exc.strerror}", exit_code=126) from None
+
+    received = 0
+
+    def forward(signum, _frame):
+        nonlocal received
+        received += 1
+        if child.poll() is not None:
+            return
+        try:
+            if received >= 3:
+                child.kill()
+            elif not (signum == signal.SIGINT and _terminal_delivers_sigint(child)):
+                child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    old = {}
+    in_main = _in_main_thread()
+    if in_main:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            old[s] = signal.signal(s, forward)
+    try:
+        while True:
+            try:
+                code = child.wait()
+                break
+            except KeyboardInterrupt:  # pragma: no cover - handler replaced above
+                continue
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return 128 - code if code < 0 else code
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def python_executable() -> str:
+    """The interpreter running spoolproxy (handy in tests and examples)."""
+    return sys.executable
