@@ -1,0 +1,274 @@
+"""Request normalisation and body fingerprints for playback matching.
+
+A live request and a recorded one are compared through their :class:`Normalized` views,
+built the same way on both sides:
+
+1. the :class:`~spoolproxy.cassettes.Redactor` runs over the URI and body, so a real key in
+   the live request looks like the placeholder stored in the cassette;
+2. every redaction placeholder (``REDACTED-openai-key-1a2b3c4d``, bare ``REDACTED``,
+   :data:`~spoolproxy.cassettes.redact.PLACEHOLDER_RE`) becomes the wildcard ``REDACTED``,
+   so two different keys never cause a miss;
+3. ``--normalize REGEX`` matches are replaced by ``<normalized>`` (in JSON string values,
+   query values and other text bodies);
+4. ``--ignore-json-path PATH`` values are replaced by ``<ignored>`` (the structure stays);
+5. the body becomes canonical bytes: JSON with sorted keys and no whitespace; form bodies as
+   sorted ``name=value`` pairs; multipart with its boundary replaced by ``BOUNDARY``; any
+   other body as its (redacted, normalised) bytes.
+
+The fingerprint is the SHA-256 of those canonical bytes (hex, 32 characters).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+from urllib.parse import parse_qsl, urlsplit
+
+from ..cassettes.model import Request
+from ..cassettes.redact import PLACEHOLDER_RE, Redactor
+from ..errors import UsageError
+
+WILDCARD = "REDACTED"
+NORMALIZED = "<normalized>"
+IGNORED = "<ignored>"
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+_PATH_TOKEN = re.compile(r"\.([A-Za-z_$@\-][\w$@\-]*)|\.\*|\[\*\]|\[(\d+)\]|\[['\"]([^'\"]+)['\"]\]")
+
+
+def parse_json_path(path: str) -> tuple[Any, ...]:
+    """Parse the JSONPath subset ``$.a.b``, ``$.a[*].c``, ``$.a[0]``, ``$['a b']``, ``$.a.*``.
+
+    Returns a tuple of steps: a ``str`` key, an ``int`` index or ``"*"`` (any key or item).
+    Raises UsageError for anything else.
+    """
+    p = path.strip()
+    if not p.startswith("$"):
+        raise UsageError(f"--ignore-json-path {path!r}: a path starts with '$', e.g. $.metadata.request_id")
+    steps: list[Any] = []
+    pos = 1
+    while pos < len(p):
+        m = _PATH_TOKEN.match(p, pos)
+        if not m:
+            raise UsageError(
+                f"--ignore-json-path {path!r}: cannot parse at {p[pos:]!r}; supported: $.a.b, $.a[*].c, $.a[0]"
+            )
+        tok = m.group(0)
+        if m.group(1) is not None:
+            steps.append(m.group(1))
+        elif m.group(2) is not None:
+            steps.append(int(m.group(2)))
+        elif m.group(3) is not None:
+            steps.append(m.group(3))
+        else:
+            steps.append("*")
+        pos += len(tok)
+    if not steps:
+        raise UsageError(f"--ignore-json-path {path!r}: names no field; use e.g. $.metadata.request_id")
+    return tuple(steps)
+
+
+def _apply_ignore(value: Any, steps: tuple[Any, ...]) -> Any:
+    """``value`` with every node addressed by ``steps`` replaced by IGNORED (a copy where changed)."""
+    if not steps:
+        return IGNORED
+    head, rest = steps[0], steps[1:]
+    if isinstance(value, dict):
+        if head == "*":
+            return {k: _apply_ignore(v, rest) for k, v in value.items()}
+        if isinstance(head, str) and head in value:
+            out = dict(value)
+            out[head] = _apply_ignore(value[head], rest)
+            return out
+        return value
+    if isinstance(value, list):
+        if head == "*":
+            return [_apply_ignore(v, rest) for v in value]
+        if isinstance(head, int) and -len(value) <= head < len(value):
+            out = list(value)
+            out[head] = _apply_ignore(value[head], rest)
+            return out
+    return value
+
+
+@dataclass(frozen=True)
+class MatchOptions:
+    """What the matcher ignores or normalises.
+
+    ``ignore_json_paths``: JSONPath subset strings (see :func:`parse_json_path`);
+    ``normalize``: regexes whose matches are replaced on both sides;
+    ``match_headers``: request header names that must be equal (case-insensitive names);
+    ``redact_headers``/``redact_patterns``: extra :class:`Redactor` settings.
+    Raises UsageError (from :class:`Fingerprinter`) for an invalid path or regex.
+    """
+
+    ignore_json_paths: tuple[str, ...] = ()
+    normalize: tuple[str, ...] = ()
+    match_headers: tuple[str, ...] = ()
+    redact_headers: tuple[str, ...] = ()
+    redact_patterns: tuple[str, ...] = ()
+
+    def with_extra(self, *, ignore_json_paths: Iterable[str] = (), normalize: Iterable[str] = ()) -> "MatchOptions":
+        """A copy with more ignored paths / normalising regexes (used to verify suggestions)."""
+        return MatchOptions(
+            (*self.ignore_json_paths, *ignore_json_paths),
+            (*self.normalize, *normalize),
+            self.match_headers,
+            self.redact_headers,
+            self.redact_patterns,
+        )
+
+
+@dataclass(frozen=True)
+class Normalized:
+    """A request as the matchers see it.
+
+    ``query``: sorted ``(name, value)`` pairs; ``body``: canonical bytes; ``body_json``: the
+    normalised JSON value (None when the body is not JSON); ``body_kind``: json | form |
+    multipart | raw | empty; ``headers``: ``{lower-case name: value}`` for ``match_headers``.
+    """
+
+    method: str
+    scheme: str
+    host: str
+    port: int
+    path: str
+    query: tuple[tuple[str, str], ...]
+    body: bytes
+    body_kind: str
+    body_json: Any = None
+    headers: tuple[tuple[str, str], ...] = ()
+    fingerprint: str = field(default="", compare=False)
+
+    @property
+    def url_key(self) -> tuple:
+        """Method and URL: the vcrpy-compatible key (``match_on`` method, scheme, host, port, path, query)."""
+        return (self.method, self.scheme, self.host, self.port, self.path, self.query)
+
+    @property
+    def key(self) -> tuple:
+        """Everything the exact matcher compares."""
+        return (*self.url_key, self.fingerprint, self.headers)
+
+    @property
+    def endpoint(self) -> tuple:
+        """Scheme, host, port and path: used to find the nearest recorded request for a miss."""
+        return (self.scheme, self.host, self.port, self.path)
+
+
+class Fingerprinter:
+    """Builds :class:`Normalized` views under one :class:`MatchOptions`.  Thread-safe (no state).
+
+    Raises UsageError for an invalid ``--ignore-json-path`` or ``--normalize`` regex.
+    """
+
+    def __init__(self, options: MatchOptions | None = None, redactor: Redactor | None = None) -> None:
+        self.options = options or MatchOptions()
+        self.redactor = redactor or Redactor(
+            extra_headers=self.options.redact_headers, extra_patterns=self.options.redact_patterns
+        )
+        self._paths = [parse_json_path(p) for p in self.options.ignore_json_paths]
+        self._regexes: list[re.Pattern[str]] = []
+        for rx in self.options.normalize:
+            try:
+                self._regexes.append(re.compile(rx))
+            except re.error as exc:
+                raise UsageError(f"--normalize {rx!r} is not a valid regular expression: {exc}") from None
+        self._headers = tuple(h.lower() for h in self.options.match_headers)
+
+    # -- text ------------------------------------------------------------------------
+    def text(self, s: str) -> str:
+        """Placeholders to the wildcard, then ``--normalize`` matches to ``<normalized>``."""
+        s = PLACEHOLDER_RE.sub(WILDCARD, s)
+        for rx in self._regexes:
+            s = rx.sub(NORMALIZED, s)
+        return s
+
+    def _walk(self, v: Any) -> Any:
+        if isinstance(v, str):
+            return self.text(v)
+        if isinstance(v, dict):
+            return {k: self._walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [self._walk(x) for x in v]
+        return v
+
+    # -- body ------------------------------------------------------------------------
+    def body(self, body: bytes, content_type: str = "") -> tuple[str, bytes, Any]:
+        """``(kind, canonical bytes, normalised JSON or None)`` for a decoded request body."""
+        if not body:
+            return "empty", b"", None
+        body = self.redactor.bytes_(body)
+        ctype = content_type.lower()
+        head = body.lstrip()[:1]
+        if head in (b"{", b"["):
+            try:
+                value = json.loads(body)
+            except (ValueError, UnicodeDecodeError):
+                value = None
+            else:
+                value = self._walk(value)
+                for steps in self._paths:
+                    value = _apply_ignore(value, steps)
+                canon = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                return "json", canon.encode("utf-8"), value
+        if "multipart/" in ctype or body.startswith(b"--"):
+            boundary = _boundary(content_type, body)
+            if boundary:
+                body = body.replace(b"--" + boundary, b"--BOUNDARY")
+                return "multipart", self._bytes(body), None
+        if "application/x-www-form-urlencoded" in ctype:
+            try:
+                pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+            except UnicodeDecodeError:
+                pairs = None
+            if pairs is not None:
+                canon = "&".join(f"{k}={self.text(v)}" for k, v in sorted(pairs))
+                return "form", canon.encode("utf-8"), None
+        return "raw", self._bytes(body), None
+
+    def _bytes(self, data: bytes) -> bytes:
+        return self.text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
+    # -- whole request -----------------------------------------------------------------
+    def normalize(self, req: Request) -> Normalized:
+        """The :class:`Normalized` view of ``req`` (a recorded or a live request)."""
+        parts = urlsplit(self.redactor.uri(req.uri))
+        scheme = parts.scheme.lower()
+        try:
+            port = parts.port or DEFAULT_PORTS.get(scheme, 0)
+        except ValueError:
+            port = 0
+        query = tuple(sorted((k, self.text(v)) for k, v in parse_qsl(parts.query, keep_blank_values=True)))
+        kind, canon, value = self.body(req.body, req.header("content-type") or "")
+        headers: tuple[tuple[str, str], ...] = ()
+        if self._headers:
+            red = self.redactor.headers(req.headers)
+            lowered = {k.lower(): ", ".join(v) for k, v in red.items()}
+            headers = tuple((h, self.text(lowered.get(h, ""))) for h in self._headers)
+        return Normalized(
+            method=req.method.upper(),
+            scheme=scheme,
+            host=(parts.hostname or "").lower(),
+            port=port,
+            path=parts.path or "/",
+            query=query,
+            body=canon,
+            body_kind=kind,
+            body_json=value,
+            headers=headers,
+            fingerprint=hashlib.sha256(canon).hexdigest()[:32],
+        )
+
+
+def _boundary(ctype: str, body: bytes) -> bytes | None:
+    m = re.search(r'boundary="?([^";]+)"?', ctype)
+    if m:
+        return m.group(1).encode("latin-1", "replace")
+    first = body.split(b"\r\n", 1)[0]
+    if first.startswith(b"--") and 2 < len(first) <= 72 and b" " not in first:
+        return first[2:]
+    return None
