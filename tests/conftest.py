@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.fakes.fixtures"]
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("SPOOLPROXY_SHARED", REPO.parent / "shared"))
 CORPUS = SHARED / "corpus" / "cassettes"
