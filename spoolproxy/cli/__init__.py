@@ -57,7 +57,8 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the CLI and maps SpoolError to one stderr line + exit code."""
     try:
-        cli.main(args=argv, prog_name="spoolproxy", standalone_mode=False)
+        # standalone_mode=False returns ctx.exit(N) / click.exceptions.Exit(N) as a value
+        rv = cli.main(args=argv, prog_name="spoolproxy", standalone_mode=False)
     except SpoolError as exc:
         click.echo(f"spoolproxy: error: {exc}", err=True)
         sys.exit(exc.exit_code)
@@ -74,4 +75,4 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(0)
     else:
-        sys.exit(0)
+        sys.exit(rv if isinstance(rv, int) else 0)
