@@ -1,0 +1,217 @@
+"""The playback addon: answers every request from cassettes, so mitmproxy never connects upstream.
+
+In mitmproxy's ``request`` hook the addon asks its :class:`~.session.PlaybackSession` what
+to do and then
+
+* **serve**: sets ``flow.response`` to the recorded response (decoded body; the recorded
+  ``content-length``/``transfer-encoding``/``content-encoding`` are dropped and mitmproxy
+  sets a correct ``content-length``).  A stream with several recorded chunks, any stream
+  under ``realtime``, or a response whose recording failed mid-body is instead routed to the
+  in-process :class:`~.streamer.ReplayServer` on 127.0.0.1 and streamed through
+  (``flow.response.stream = True``) so the client sees the recorded chunk boundaries;
+* **kill**: the recording holds a transport failure and no response: ``flow.kill()``
+  closes the client connection;
+* **miss**: a 400 ``x-should-retry: false`` error in the provider's shape (:mod:`.miss`);
+* **live**: leaves the flow alone so mitmproxy sends it upstream (``--live`` hosts,
+  ``new_episodes`` misses); a recording addon later in the chain records it.
+
+Requests to ``spoolproxy.control`` are the control endpoint (:mod:`.control`).  The addon
+sets mitmproxy's ``connection_strategy=lazy`` and ``upstream_cert=false`` when running, so
+neither the client's CONNECT nor its TLS handshake opens an upstream connection.
+
+Used in-process with a ready session (``Playback(session)``) or with ``mitmdump -s`` and
+the ``spoolproxy_*`` options declared in :meth:`Playback.load`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+
+from mitmproxy import ctx, http
+
+from ..cassettes.model import Request
+from ..cassettes.storage import read_body
+from ..errors import SpoolError
+from .control import CONTROL_HOST
+from .fingerprint import MatchOptions
+from .miss import miss_response
+from .session import Decision, PlaybackConfig, PlaybackSession
+from .streamer import HOP_HEADERS, Job, ReplayServer
+
+logger = logging.getLogger(__name__)
+
+#: flow.metadata key: the playback decision (serve | kill | miss | live | control)
+META = "spoolproxy.playback"
+
+
+def flow_request(flow: http.HTTPFlow) -> Request:
+    """The live request as a cassette :class:`Request` (absolute URL, decoded body)."""
+    r = flow.request
+    headers: dict[str, list[str]] = {}
+    for k, v in r.headers.fields:
+        headers.setdefault(k.decode("latin-1"), []).append(v.decode("utf-8", "surrogateescape"))
+    body = r.get_content(strict=False) or b""
+    return Request(method=r.method.upper(), uri=r.url, headers=headers, body=body)
+
+
+class Playback:
+    """mitmproxy addon serving cassettes (see the module docstring).
+
+    ``session``: a ready :class:`PlaybackSession` (else one is built from the options).
+    ``on_decision``: optional callback ``(flow, Decision)`` (the CLI's live recording hook).
+    """
+
+    def __init__(self, session: PlaybackSession | None = None) -> None:
+        self.session = session
+        self._from_options = session is None
+        self.streamer = ReplayServer()
+
+    # -- mitmproxy hooks ------------------------------------------------------------------
+    def load(self, loader) -> None:
+        loader.add_option("spoolproxy_cassettes", Sequence[str], [], "Cassette files or directories to serve.")
+        loader.add_option(
+            "spoolproxy_match", str, "default",
+            "default: exact match, else the next unused interaction with the same method and URL "
+            "(reported as a divergence); exact: body and query must match.",
+            choices=["default", "exact"],
+        )
+        loader.add_option("spoolproxy_allow_repeats", bool, False, "Serve an interaction again once its queue is empty.")
+        loader.add_option("spoolproxy_ignore_json_path", Sequence[str], [], "JSON paths ignored in request bodies ($.a.b, $.a[*].c).")
+        loader.add_option("spoolproxy_normalize", Sequence[str], [], "Regexes replaced by a placeholder on both sides before matching.")
+        loader.add_option("spoolproxy_match_header", Sequence[str], [], "Request headers that must match.")
+        loader.add_option("spoolproxy_realtime", bool, False, "Replay streams with their recorded chunk timing.")
+        loader.add_option(
+            "spoolproxy_record_mode", str, "none", "vcrpy record mode.",
+            choices=["none", "once", "new_episodes", "all"],
+        )
+        loader.add_option("spoolproxy_live", Sequence[str], [], "Host globs sent upstream live.")
+
+    def configure(self, updated: set[str]) -> None:
+        if not self._from_options or not any(u.startswith("spoolproxy_") for u in updated):
+            return
+        o = ctx.options
+        if not o.spoolproxy_cassettes and o.spoolproxy_record_mode != "all":
+            return
+        self.session = PlaybackSession(
+            PlaybackConfig(
+                cassettes=list(o.spoolproxy_cassettes),
+                match=o.spoolproxy_match,
+                allow_repeats=o.spoolproxy_allow_repeats,
+                options=MatchOptions(
+                    ignore_json_paths=tuple(o.spoolproxy_ignore_json_path),
+                    normalize=tuple(o.spoolproxy_normalize),
+                    match_headers=tuple(o.spoolproxy_match_header),
+                ),
+                realtime=o.spoolproxy_realtime,
+                record_mode=o.spoolproxy_record_mode,
+                live=tuple(o.spoolproxy_live),
+            )
+        )
+
+    async def running(self) -> None:
+        ctx.options.update(connection_strategy="lazy", upstream_cert=False)
+        await self.streamer.start()
+
+    async def done(self) -> None:
+        await self.streamer.stop()
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        if flow.response is not None or flow.error is not None:
+            return
+        if flow.request.pretty_host == CONTROL_HOST:
+            self._control(flow)
+            return
+        if self.session is None:
+            self._respond(flow, 400, {"content-type": "text/plain"}, b"spoolproxy playback: no cassette loaded\n")
+            flow.metadata[META] = "miss"
+            return
+        decision = self.session.decide(flow_request(flow))
+        flow.metadata[META] = decision.action
+        if decision.action == "serve":
+            self._serve(flow, decision)
+        elif decision.action == "kill":
+            flow.kill()
+        elif decision.action == "miss":
+            status, headers, body = miss_response(decision.lookup)  # type: ignore[arg-type]
+            self._respond(flow, status, headers, body)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        if flow.metadata.get(META + ".stream") and flow.response is not None:
+            flow.response.stream = True
+
+    # -- helpers ------------------------------------------------------------------------
+    @staticmethod
+    def _respond(flow: http.HTTPFlow, status: int, headers: dict[str, str], body: bytes) -> None:
+        flow.response = http.Response.make(status, body, headers)
+
+    def _serve(self, flow: http.HTTPFlow, decision: Decision) -> None:
+        entry = decision.lookup.entry  # type: ignore[union-attr]
+        it = entry.interaction
+        resp = it.response
+        assert resp is not None
+        try:
+            body = read_body(entry.cassette, resp)
+        except SpoolError as exc:
+            self._respond(flow, 400, {"content-type": "text/plain", "x-should-retry": "false"},
+                          f"spoolproxy playback: {exc}\n".encode())
+            return
+        headers = [(k, v) for k, vs in resp.headers.items() if k.lower() not in HOP_HEADERS for v in vs]
+        realtime = self.session.config.realtime  # type: ignore[union-attr]
+        cut = it.error is not None and it.error.during == "response"
+        chunks = resp.chunks
+        streamed = cut or (chunks is not None and (len(chunks) > 1 or (realtime and chunks[0].offset_ms > 0)))
+        if not streamed or flow.request.method == "HEAD" or resp.status in (204, 304) or resp.status < 200:
+            r = http.Response.make(resp.status, b"", [(k.encode("latin-1", "replace"), v.encode("utf-8", "surrogateescape")) for k, v in headers])
+            if resp.reason:
+                r.reason = resp.reason
+            if flow.request.method != "HEAD":
+                r.content = body
+            else:
+                r.headers["content-length"] = str(len(body))
+            flow.response = r
+            return
+        path = self.streamer.submit(
+            Job(resp.status, resp.reason, headers, body, chunks, it.error if cut else None, realtime)
+        )
+        flow.metadata[META + ".stream"] = True
+        req = flow.request
+        req.scheme, req.host, req.port = "http", "127.0.0.1", self.streamer.port
+        req.method, req.path = "GET", path
+        for h in ("transfer-encoding", "content-encoding", "expect"):
+            req.headers.pop(h, None)
+        req.content = b""
+
+    def _control(self, flow: http.HTTPFlow) -> None:
+        flow.metadata[META] = "control"
+        path = flow.request.path.split("?", 1)[0].rstrip("/")
+        method = flow.request.method
+        try:
+            if path == "/cassettes" and method == "POST":
+                data = json.loads(flow.request.get_content(strict=False) or b"{}")
+                paths = data.get("cassettes") if isinstance(data, dict) else None
+                if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+                    raise SpoolError('send {"cassettes": ["path.yaml", ...]}')
+                if self.session is None:
+                    self.session = PlaybackSession(PlaybackConfig(cassettes=paths))
+                    closed = None
+                else:
+                    closed = self.session.switch(paths)
+                doc = {"ok": True, "interactions": len(self.session.index),
+                       "previous": closed.model_dump(mode="json") if closed else None}
+                status = 200
+            elif path == "/report" and method == "GET":
+                doc = self.session.report().model_dump(mode="json") if self.session else {}
+                status = 200
+            elif path in ("", "/status") and method == "GET":
+                s = self.session
+                doc = {"cassettes": s.cassette_paths if s else [], "interactions": len(s.index) if s else 0,
+                       "unused": len(s.index.unused()) if s else 0}
+                status = 200
+            else:
+                doc = {"ok": False, "error": f"unknown control request {method} {path or '/'}; see docs/playback.md"}
+                status = 404
+        except (SpoolError, ValueError) as exc:
+            doc, status = {"ok": False, "error": str(exc)}, 400
+        self._respond(flow, status, {"content-type": "application/json"}, json.dumps(doc).encode())

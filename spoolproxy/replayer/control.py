@@ -1,0 +1,69 @@
+"""The control endpoint of a running playback proxy, and a client for it.
+
+A request through the proxy to the magic host ``spoolproxy.control`` is answered by the
+playback addon itself and never forwarded (plain HTTP, so any proxy-aware client works):
+
+* ``POST http://spoolproxy.control/cassettes`` with ``{"cassettes": ["a.yaml", "dir/"]}``:
+  serve these cassettes from now on.  Answers ``200`` with ``{"ok": true, "interactions": N,
+  "previous": <report of the cassettes served until now>}``, or ``400`` with
+  ``{"ok": false, "error": "..."}`` (the old cassettes stay loaded).
+* ``GET http://spoolproxy.control/report``: the report so far (all segments).
+* ``GET http://spoolproxy.control/status``: ``{"cassettes": [...], "interactions": N, "unused": N}``.
+
+Paths are resolved by the proxy process (relative to its working directory).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import SpoolError
+
+CONTROL_HOST = "spoolproxy.control"
+
+
+def _client(proxy_url: str):
+    import httpx
+
+    return httpx.Client(proxy=proxy_url, timeout=30, trust_env=False)
+
+
+def switch(proxy_url: str, paths: Sequence[str | Path]) -> dict[str, Any]:
+    """Tell the playback proxy at ``proxy_url`` (``http://127.0.0.1:PORT``) to serve ``paths``.
+
+    Returns the proxy's answer (``previous`` holds the closed segment's report as a dict).
+    Raises SpoolError when the proxy refuses (bad cassette) or cannot be reached.
+    """
+    import httpx
+
+    body = {"cassettes": [str(Path(p).resolve()) for p in paths]}
+    try:
+        with _client(proxy_url) as c:
+            r = c.post(f"http://{CONTROL_HOST}/cassettes", json=body)
+    except httpx.HTTPError as exc:
+        raise SpoolError(f"cannot reach the playback proxy at {proxy_url}: {exc}; is it running?") from None
+    data = _json(r)
+    if r.status_code != 200 or not data.get("ok"):
+        raise SpoolError(f"playback proxy refused the cassettes: {data.get('error') or r.text[:200]}")
+    return data
+
+
+def report(proxy_url: str) -> dict[str, Any]:
+    """The running proxy's report so far (a :class:`~.report.PlaybackReport` as a dict)."""
+    import httpx
+
+    try:
+        with _client(proxy_url) as c:
+            r = c.get(f"http://{CONTROL_HOST}/report")
+    except httpx.HTTPError as exc:
+        raise SpoolError(f"cannot reach the playback proxy at {proxy_url}: {exc}; is it running?") from None
+    return _json(r)
+
+
+def _json(r) -> dict[str, Any]:
+    try:
+        data = r.json()
+    except ValueError:
+        raise SpoolError(f"{r.request.url}: not a spoolproxy playback proxy (status {r.status_code})") from None
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,128 @@
+"""The local replay server: writes recorded streams with their chunk boundaries.
+
+An addon that sets ``flow.response`` hands mitmproxy the whole body at once (one write), so
+recorded chunk boundaries and timing would be lost.  For streams the playback addon
+therefore routes the flow to this server on ``127.0.0.1`` (a loopback socket inside the
+proxy process, never an outbound connection) and sets ``flow.response.stream = True``; the
+server answers with ``Transfer-Encoding: chunked``, one HTTP chunk per recorded chunk.
+mitmproxy reads chunked bodies chunk by chunk (h11's ChunkedReader) and forwards each as one
+chunk to the client, so the client sees the recorded boundaries.
+
+Chunks are written as fast as possible, or at their recorded ``offset_ms`` under
+``realtime``.  A recording that failed mid-response (``Failure.during == "response"``)
+stops after its recorded chunks without the terminating chunk; ``kind == "reset"`` closes
+with a TCP RST.  Runs on mitmproxy's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+import struct
+import time
+from dataclasses import dataclass
+
+from ..cassettes.model import Chunk, Failure
+
+HOP_HEADERS = frozenset(
+    {"content-length", "transfer-encoding", "content-encoding", "connection", "keep-alive", "trailer", "upgrade"}
+)
+
+
+@dataclass
+class Job:
+    """One response to stream: status line, headers (already filtered), body, chunk list."""
+
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    body: bytes
+    chunks: list[Chunk] | None
+    error: Failure | None
+    realtime: bool
+
+
+def pieces(body: bytes, chunks: list[Chunk] | None) -> list[tuple[float, bytes]]:
+    """``(offset_ms, bytes)`` per recorded chunk (one piece at 0 ms when none recorded)."""
+    if not chunks:
+        return [(0.0, body)] if body else []
+    out, pos = [], 0
+    for c in chunks:
+        out.append((c.offset_ms, body[pos : pos + c.size]))
+        pos += c.size
+    if pos < len(body):
+        out.append((chunks[-1].offset_ms, body[pos:]))
+    return out
+
+
+class ReplayServer:
+    """Serves :class:`Job` s by token on ``127.0.0.1:port`` (ephemeral)."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, Job] = {}
+        self._ids = itertools.count(1)
+        self.server: asyncio.base_events.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+    def submit(self, job: Job) -> str:
+        """Register a job; returns the request path that fetches it (``/_spoolproxy/N``)."""
+        token = str(next(self._ids))
+        self.jobs[token] = job
+        return f"/_spoolproxy/{token}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                    return
+                target = head.split(b" ", 2)[1].decode("latin-1") if head.count(b" ") >= 2 else ""
+                job = self.jobs.pop(target.rsplit("/", 1)[-1], None)
+                if job is None:
+                    writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                    await writer.drain()
+                    continue
+                if not await self._write(job, writer):
+                    return
+        finally:
+            try:
+                writer.close()
+            except Exception:  # pragma: no cover
+                pass
+
+    async def _write(self, job: Job, writer: asyncio.StreamWriter) -> bool:
+        """Write one response; False when the connection must close (a recorded failure)."""
+        lines = [f"HTTP/1.1 {job.status} {job.reason or 'OK'}"]
+        lines += [f"{k}: {v}" for k, v in job.headers]
+        lines.append("transfer-encoding: chunked")
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape"))
+        await writer.drain()
+        t0 = time.monotonic()
+        for offset_ms, data in pieces(job.body, job.chunks):
+            if job.realtime:
+                delay = t0 + offset_ms / 1000 - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            if data:
+                writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+                await writer.drain()
+        if job.error is not None:
+            if job.error.kind == "reset":
+                sock = writer.get_extra_info("socket")
+                if sock is not None:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return False
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
