@@ -1,0 +1,119 @@
+"""``spoolproxy record [OPTIONS] [-- CMD [ARGS]...]``: record a program's HTTP(S) traffic.
+
+With CMD: start the proxy, run CMD with the proxy and CA environment, wait for it, write
+the cassette, print a summary and exit with CMD's exit status.  Without CMD: print the
+``export`` lines to paste into another shell and record until SIGINT/SIGTERM.
+
+The cassette defaults to ``cassettes/<UTC time>.yaml`` under the current directory.  Its
+path is checked for writability before CMD starts.  Every completed interaction is
+journalled (redacted, fsynced) at once; after a crash the journal becomes the cassette on
+the next ``record`` of the same path (into ``<stem>.recovered-<time>.yaml``) or with
+``spoolproxy recover``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from .. import __version__, config
+from ..cassettes.model import CassetteMeta
+from ..cassettes.redact import Redactor
+from ..cassettes.storage import check_writable
+from ..errors import SpoolError
+from ..proxy.child import NO_PROXY_VARS
+from ..proxy.recorder import Recorder
+from ..proxy.summary import NOTHING_RECORDED, RunSummary
+from .common import COMMAND_CONTEXT, ProxySettings, parse_size, proxy_options, relative_cwd, run_session
+
+#: mitmproxy options for recording: connect upstream only when a request needs it, so a
+#: refused/unresolvable upstream is recorded against the real request (not the CONNECT).
+RECORD_OPTIONS = {"connection_strategy": "lazy"}
+
+
+def default_cassette_path(now: datetime | None = None) -> Path:
+    """``cassettes/<YYYYmmdd-HHMMSS>.yaml`` (UTC) under the current directory."""
+    now = now or datetime.now(timezone.utc)
+    return Path("cassettes") / f"{now.strftime('%Y%m%d-%H%M%S')}.yaml"
+
+
+@click.command(context_settings=COMMAND_CONTEXT, short_help="Record a command's HTTP(S) traffic into a cassette.")
+@proxy_options
+@click.option("--cassette", "-c", type=click.Path(dir_okay=False), help="Cassette to write (default: cassettes/<UTC time>.yaml).")
+@click.option("--max-body-size", default="10MB", show_default=True, help="Largest response body kept in the YAML.")
+@click.option(
+    "--large-bodies", type=click.Choice(["spill", "elide"]), default="spill", show_default=True,
+    help="Bodies above --max-body-size: spill to <cassette>.bodies/ or elide (size and sha256 only).",
+)
+@click.option("--redact-header", multiple=True, metavar="NAME", help="Also redact this header (repeatable).")
+@click.option("--redact-pattern", multiple=True, metavar="REGEX", help="Also redact matches of this regex; group 1 if any (repeatable).")
+def command(
+    proxy: ProxySettings,
+    cassette: str | None,
+    max_body_size: str,
+    large_bodies: str,
+    redact_header: tuple[str, ...],
+    redact_pattern: tuple[str, ...],
+) -> None:
+    """Record CMD's HTTP(S) traffic into a cassette (YAML, vcrpy layout).
+
+    \b
+      spoolproxy record -- python agent.py
+      spoolproxy record --cassette cassettes/run.yaml -- pytest -x
+      spoolproxy record --cassette run.yaml          # standalone: prints export lines
+      spoolproxy record --reverse https://api.openai.com -- node agent.js
+    """
+    path = Path(cassette) if cassette else default_cassette_path()
+    check_writable(path)
+    limit = parse_size(max_body_size)
+    redactor = Redactor.from_config(config.section("redact", proxy.config), headers=redact_header, patterns=redact_pattern)
+    meta = CassetteMeta(
+        recorder=f"spoolproxy {__version__}",
+        recorded_at=datetime.now(timezone.utc).replace(microsecond=0),
+        command=[redactor.text(a) for a in proxy.command] or None,
+        cwd=relative_cwd(),
+        record_mode="all",
+    )
+    summary = RunSummary()
+    rec = Recorder(path, meta=meta, redactor=redactor, max_body_size=limit, large_bodies=large_bodies, summary=summary)
+    runner = proxy.make_runner([rec], options=RECORD_OPTIONS)
+    say = (lambda s: None) if proxy.quiet else (lambda s: click.echo(s, err=True))
+
+    recovered = rec.open()
+    if recovered:
+        click.echo(
+            f"spoolproxy: recovered {recovered[1]} interactions of an interrupted recording of {path} into {recovered[0]}",
+            err=True,
+        )
+    inherited = [f"{n}={os.environ[n]}" for n in NO_PROXY_VARS if os.environ.get(n)]
+    if inherited and proxy.command:
+        say(f"spoolproxy: not passing {inherited[0]} on, so those hosts get recorded (use --no-proxy to exempt hosts)")
+
+    code: int | None = None
+    try:
+        code = run_session(proxy, runner, banner="Recording")
+    except SpoolError:
+        if rec.count == 0:
+            rec.abort()  # nothing ran: leave no cassette behind
+            raise
+        _finish(rec, path, code, summary, say)
+        raise
+    except BaseException:
+        _finish(rec, path, code, summary, say)
+        raise
+    _finish(rec, path, code, summary, say)
+    raise SystemExit(code or 0)
+
+
+def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say) -> None:
+    cas = rec.finish(exit_code=code)
+    say(f"spoolproxy: wrote {path} ({len(cas)} interaction{'s' if len(cas) != 1 else ''})")
+    for line in summary.lines():
+        say(f"  {line}")
+    for err in rec.write_errors[:5]:
+        click.echo(f"spoolproxy: warning: not recorded: {err}", err=True)
+    if len(cas) == 0:
+        click.echo(NOTHING_RECORDED, err=True)

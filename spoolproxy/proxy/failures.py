@@ -1,0 +1,41 @@
+"""Turning mitmproxy's error messages into a recorded :class:`~spoolproxy.cassettes.model.Failure`.
+
+mitmproxy reports upstream problems as text on ``flow.error.msg`` (the underlying OSError
+or h11/h2 message).  :func:`classify` maps it to a ``kind``: refused | dns | timeout |
+reset | tls | protocol | other, and ``during``: connect (no response), request, or
+response (headers arrived, body cut).
+"""
+
+from __future__ import annotations
+
+from ..cassettes.model import Failure
+
+_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("dns", ("name or service not known", "nodename nor servname", "temporary failure in name resolution",
+             "no address associated", "name resolution", "getaddrinfo", "errno -2", "errno -3", "errno -5")),
+    ("refused", ("connection refused", "connect call failed", "errno 111", "errno 61")),
+    ("timeout", ("timed out", "timeout", "errno 110")),
+    ("tls", ("tls", "ssl", "certificate", "handshake")),
+    ("reset", ("reset", "peer closed", "connection closed", "server disconnected", "broken pipe",
+               "without sending complete message", "incomplete", "eof", "errno 104", "errno 32")),
+    ("protocol", ("protocol", "invalid", "malformed", "h11", "h2 ", "stream")),
+)
+
+CLIENT_GONE = "client disconnected"
+
+
+def classify(message: str, *, had_response: bool, request_sent: bool = True) -> Failure:
+    """A Failure for mitmproxy error ``message``.  ``had_response``: response headers had
+    arrived (the body was cut).  A client that went away is kind ``other`` with the
+    message saying so."""
+    low = (message or "").lower()
+    kind = "other"
+    if CLIENT_GONE not in low:
+        for k, needles in _KINDS:
+            if any(n in low for n in needles):
+                kind = k
+                break
+    during = "response" if had_response else ("connect" if kind in ("refused", "dns", "tls") or not request_sent else "response")
+    if not had_response and kind == "timeout":
+        during = "connect"
+    return Failure(kind=kind, message=message or "", during=during)

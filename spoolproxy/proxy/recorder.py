@@ -1,0 +1,310 @@
+"""The recording addon: every HTTP exchange through the proxy becomes a cassette interaction.
+
+Life of a flow (mitmproxy hooks):
+
+* ``requestheaders``: the interaction gets its sequence number, so the cassette lists
+  interactions in request-start order even when they complete out of order;
+* ``request``: the request (decoded body) is captured;
+* ``responseheaders``: a :class:`~.bodysink.BodySink` becomes ``flow.response.stream``, so
+  every chunk goes to the client unbuffered as it arrives while its size and arrival offset
+  are noted and the body is decoded (gzip/deflate/br/zstd) and kept up to
+  ``record_max_body_size`` bytes, beyond which it is spilled to ``<cassette>.bodies/``
+  (redacted on the way) or elided;
+* ``response`` / ``error``: the interaction (with a :class:`Failure` for refused, DNS,
+  timeout, TLS or a stream cut mid-way) is redacted and appended to the journal, fsynced,
+  before the client sees the end of the response.
+
+On ``done`` (proxy shutdown) interactions still in flight are journalled as cut by the
+shutdown.  :meth:`Recorder.finish` then writes the cassette atomically from the journal
+and removes it.  A stale journal found by :meth:`Recorder.open` (a crashed earlier run of
+the same cassette) is first recovered into ``<stem>.recovered-<time>.yaml``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from ..cassettes.bodies import decode_body
+from ..cassettes.journal import Journal, journal_path, read_journal
+from ..cassettes.model import Cassette, CassetteMeta, Failure, HeaderDict, Interaction, Request, Response, header_without
+from ..cassettes.redact import Redactor
+from ..cassettes.storage import save, side_dir
+from .bodysink import DEFAULT_LIMIT, BodySink
+from .failures import classify
+from .summary import RunSummary
+
+logger = logging.getLogger(__name__)
+
+
+#: request headers a client sends only because it talks to a proxy (not recorded)
+PROXY_ONLY_HEADERS = ("proxy-connection",)
+
+
+def headers_of(msg) -> HeaderDict:
+    """mitmproxy headers as ``{name: [values]}`` in wire order (names keep their case)."""
+    out: HeaderDict = {}
+    for k, v in msg.headers.fields:
+        name = k.decode("utf-8", "surrogateescape")
+        out.setdefault(name, []).append(v.decode("utf-8", "surrogateescape"))
+    return out
+
+
+def request_of(req) -> Request:
+    """A cassette :class:`Request` from a mitmproxy request: absolute URL, decoded body."""
+    headers = header_without(headers_of(req), *PROXY_ONLY_HEADERS)
+    body = req.raw_content or b""
+    if body:
+        headers, body = decode_body(headers, body)
+    return Request(method=req.method.upper(), uri=req.url, headers=headers, body=body)
+
+
+@dataclass
+class _Capture:
+    seq: int
+    started: float  # time.time() of the request start
+    request: Request | None = None
+    status: int | None = None
+    reason: str = ""
+    headers: HeaderDict = field(default_factory=dict)
+    sink: BodySink | None = None
+    response_after_ms: float | None = None
+    done: bool = False
+
+
+class Recorder:
+    """mitmproxy addon that records every HTTP(S) exchange into ``cassette_path``.
+
+    ``meta``: run metadata written first to the journal.  ``redactor``: applied to every
+    interaction before it reaches the disk (journal, side files, cassette).
+    ``max_body_size``: bytes of a response body kept in memory/YAML (option
+    ``record_max_body_size``); ``large_bodies``: "spill" (side file) or "elide" (option
+    ``record_large_bodies``).  ``summary`` is fed every completed interaction.
+    Raises CassetteError from :meth:`open`/:meth:`finish` when the cassette or journal
+    cannot be written.
+    """
+
+    def __init__(
+        self,
+        cassette_path: str | Path,
+        *,
+        meta: CassetteMeta | None = None,
+        redactor: Redactor | None = None,
+        max_body_size: int = DEFAULT_LIMIT,
+        large_bodies: str = "spill",
+        summary: RunSummary | None = None,
+        on_interaction: Callable[[Interaction], None] | None = None,
+    ) -> None:
+        self.path = Path(cassette_path)
+        self.meta = meta or CassetteMeta(recorder="spoolproxy", record_mode="all")
+        self.redactor = redactor or Redactor()
+        self.max_body_size = int(max_body_size)
+        self.large_bodies = large_bodies
+        self.summary = summary if summary is not None else RunSummary()
+        self.on_interaction = on_interaction
+        self.journal: Journal | None = None
+        self.recovered: tuple[Path, int] | None = None
+        self.write_errors: list[str] = []
+        self._seq = itertools.count()
+        self._pending: dict[str, _Capture] = {}
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="spoolproxy-journal")
+        self._closed = False
+        self.count = 0
+
+    # -- mitmproxy options -------------------------------------------------------------
+    def load(self, loader) -> None:
+        loader.add_option(
+            "record_max_body_size", int, self.max_body_size,
+            "Response bytes kept in the cassette; larger bodies stream through and are spilled or elided.",
+        )
+        loader.add_option(
+            "record_large_bodies", str, self.large_bodies,
+            "What to do with bodies above record_max_body_size: spill (side file next to the cassette) or elide.",
+            choices=("spill", "elide"),
+        )
+
+    def configure(self, updated) -> None:
+        from mitmproxy import ctx
+
+        if "record_max_body_size" in updated:
+            self.max_body_size = ctx.options.record_max_body_size
+        if "record_large_bodies" in updated:
+            self.large_bodies = ctx.options.record_large_bodies
+
+    # -- set-up ------------------------------------------------------------------------
+    def open(self) -> tuple[Path, int] | None:
+        """Recover a stale journal of this cassette (returns (path, interactions) when one
+        was found) and start a fresh journal.  Idempotent."""
+        if self.journal is not None:
+            return self.recovered
+        jp = journal_path(self.path)
+        if jp.exists():
+            cas = read_journal(jp)
+            cas.meta.extra["recovered_from_journal"] = True
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            target = self.path.with_name(f"{self.path.stem}.recovered-{stamp}{self.path.suffix or '.yaml'}")
+            save(cas, target)
+            jp.unlink()
+            self.recovered = (target, len(cas))
+        self.journal = Journal(self.path, self.meta, self.redactor)
+        return self.recovered
+
+    def running(self) -> None:
+        self.open()
+
+    # -- hooks -------------------------------------------------------------------------
+    def requestheaders(self, flow) -> None:
+        if self._closed:
+            return
+        self._pending[flow.id] = _Capture(seq=next(self._seq), started=flow.request.timestamp_start or time.time())
+
+    def request(self, flow) -> None:
+        cap = self._pending.get(flow.id)
+        if cap is not None:
+            cap.request = request_of(flow.request)
+
+    def responseheaders(self, flow) -> None:
+        cap = self._pending.get(flow.id)
+        if cap is None:
+            return
+        resp = flow.response
+        t0 = time.perf_counter()
+        cap.status, cap.reason = resp.status_code, resp.reason or ""
+        cap.headers = headers_of(resp)
+        cap.response_after_ms = (time.time() - cap.started) * 1000.0
+        if resp.status_code == 101 or flow.websocket is not None:
+            return  # protocol switch: mitmproxy handles it; only the handshake is recorded
+        cap.sink = BodySink(
+            encoding=resp.headers.get("content-encoding"),
+            limit=self.max_body_size,
+            mode=self.large_bodies,
+            spill_dir=side_dir(self.path) if self.large_bodies == "spill" else None,
+            redactor=self.redactor,
+            t0=t0,
+        )
+        resp.stream = cap.sink
+
+    async def response(self, flow) -> None:
+        await self._complete(flow, None)
+
+    async def error(self, flow) -> None:
+        cap = self._pending.get(flow.id)
+        if cap is None:
+            return
+        msg = flow.error.msg if flow.error else "unknown error"
+        failure = classify(msg, had_response=cap.status is not None, request_sent=cap.request is not None)
+        await self._complete(flow, failure)
+
+    def done(self) -> None:
+        """Proxy shutdown: journal what is still in flight, marked as cut by the shutdown."""
+        self._closed = True
+        for fid in list(self._pending):
+            cap = self._pending.pop(fid)
+            if cap.request is None:
+                continue
+            failure = Failure(
+                kind="other",
+                message="recording stopped before the exchange completed",
+                during="response" if cap.status is not None else "request",
+            )
+            it = self._interaction(cap, None, failure)
+            self._executor.submit(self._write, cap.seq, it)
+
+    # -- building and writing ------------------------------------------------------------
+    async def _complete(self, flow, failure: Failure | None) -> None:
+        cap = self._pending.pop(flow.id, None)
+        if cap is None:
+            return
+        if cap.request is None:
+            cap.request = request_of(flow.request)
+        it = self._interaction(cap, flow, failure)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._write, cap.seq, it)
+
+    def _interaction(self, cap: _Capture, flow, failure: Failure | None) -> Interaction:
+        response = None
+        if cap.status is not None:
+            headers = cap.headers
+            body, ref, chunks = b"", None, None
+            if cap.sink is not None and cap.sink.wire_size:
+                got = cap.sink.finish(prefix=f"{cap.seq:04d}")
+                body, ref, chunks = got.body, got.body_ref, got.chunks or None
+                if got.decoded:
+                    headers = header_without(headers, "content-encoding") if _encoded(headers) else headers
+                    if _encoded(cap.headers):
+                        headers = header_without(headers, "content-length")
+            elif flow is not None and flow.response is not None and flow.response.raw_content:
+                headers, body = decode_body(headers, flow.response.raw_content)
+            response = Response(status=cap.status, reason=cap.reason, headers=headers, body=body, body_ref=ref, chunks=chunks)
+        if failure is not None and failure.message:
+            failure = failure.model_copy(update={"message": self.redactor.text(failure.message)})
+        extra = {}
+        if cap.response_after_ms is not None:
+            extra["response_after_ms"] = round(cap.response_after_ms, 3)
+        return Interaction(
+            request=cap.request,
+            response=response,
+            error=failure,
+            started_at=datetime.fromtimestamp(cap.started, timezone.utc),
+            duration_ms=(time.time() - cap.started) * 1000.0,
+            extra=extra,
+        )
+
+    def _write(self, seq: int, it: Interaction) -> None:
+        try:
+            if self.journal is None:
+                self.open()
+            self.journal.append(seq, it)
+            self.count += 1
+        except Exception as exc:  # disk full etc.: never break the client's traffic
+            self.write_errors.append(f"{it.request.method} {it.request.uri}: {exc}")
+            logger.error("spoolproxy: cannot journal an interaction: %s", exc)
+            return
+        try:
+            self.summary.add(it)
+            if self.on_interaction is not None:
+                self.on_interaction(it)
+        except Exception as exc:  # pragma: no cover - summary bugs must not lose data
+            logger.warning("spoolproxy: summary failed: %s", exc)
+
+    # -- the end -------------------------------------------------------------------------
+    def abort(self) -> None:
+        """Nothing worth keeping (the proxy never started): drop the journal, write nothing."""
+        self._closed = True
+        self._executor.shutdown(wait=True)
+        if self.journal is not None:
+            self.journal.close(remove=True)
+
+    def finish(self, exit_code: int | None = None) -> Cassette:
+        """Write the cassette atomically from the journal and remove the journal.
+
+        Call after the proxy stopped.  Returns the cassette as written (redacted).
+        Raises CassetteError when the cassette cannot be written (the journal is kept
+        then, for ``spoolproxy recover``).
+        """
+        self._closed = True
+        self._executor.shutdown(wait=True)
+        if self.journal is None:
+            self.open()
+        assert self.journal is not None
+        self.journal.close(remove=False)
+        cas = read_journal(self.journal.path)
+        cas.meta.exit_code = exit_code
+        save(cas, self.path)
+        self.journal.close(remove=True)
+        cas.path = self.path
+        return cas
+
+
+def _encoded(headers: HeaderDict) -> bool:
+    from ..cassettes.model import header_get
+
+    enc = (header_get(headers, "content-encoding") or "").strip().lower()
+    return bool(enc) and enc != "identity"
