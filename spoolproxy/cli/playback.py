@@ -1,0 +1,172 @@
+"""``spoolproxy playback [--cassette PATH]... [OPTIONS] [-- CMD [ARGS]...]``: serve cassettes offline.
+
+With CMD: start the playback proxy, run CMD with the same environment as ``record``, print
+every divergence and miss with its diff, the unused interactions and the summary line, and
+exit with CMD's status.  Without CMD: print the ``export`` lines and serve until
+SIGINT/SIGTERM; the control endpoint (``spoolproxy.replayer.control``) switches cassettes.
+
+Exit status: CMD's status (0 standalone); :data:`STRICT_EXIT` (3) under ``--strict`` when
+any request missed or diverged or any recorded interaction went unused; 2 for bad input
+(a corrupt cassette: nothing is served).
+
+Options may also come from the ``[playback]`` table of spoolproxy.toml
+(:class:`PlaybackTable`); command-line values are added to list options and override others.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .. import config
+from ..errors import SpoolError, UsageError
+from .common import COMMAND_CONTEXT, ProxySettings, proxy_options, run_session
+
+STRICT_EXIT = 3
+
+
+class PlaybackTable(BaseModel):
+    """The ``[playback]`` table of spoolproxy.toml."""
+
+    model_config = ConfigDict(extra="forbid")
+    cassettes: list[str] = []
+    match: str | None = None
+    strict: bool | None = None
+    allow_repeats: bool | None = None
+    ignore_json_paths: list[str] = []
+    normalize: list[str] = []
+    match_headers: list[str] = []
+    realtime: bool | None = None
+    record_mode: str | None = None
+    live: list[str] = []
+    report: str | None = None
+
+
+def _table(path) -> PlaybackTable:
+    try:
+        return PlaybackTable.model_validate(config.section("playback", path))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise UsageError(f"config [playback] {where}: {err['msg']}") from None
+
+
+@click.command(context_settings=COMMAND_CONTEXT, short_help="Serve cassettes to a command, offline, with explained misses.")
+@proxy_options
+@click.option("--cassette", "-c", "cassettes", multiple=True, type=click.Path(), metavar="PATH",
+              help="Cassette file or directory of cassettes to serve (repeatable).")
+@click.option("--match", type=click.Choice(["default", "exact"]), default=None,
+              help="default: exact match, else the next unused interaction with the same method and URL "
+              "(a divergence, as vcrpy does); exact: divergences become misses.  [default: default]")
+@click.option("--strict", is_flag=True, default=None, help=f"Exit {STRICT_EXIT} when anything missed, diverged or went unused.")
+@click.option("--allow-repeats", is_flag=True, default=None, help="Serve an interaction again once its queue is used up.")
+@click.option("--ignore-json-path", multiple=True, metavar="PATH", help="Ignore this JSON path in request bodies ($.a.b, $.a[*].c, $.a[0]).")
+@click.option("--normalize", multiple=True, metavar="REGEX", help="Replace matches by a placeholder on both sides before matching.")
+@click.option("--match-header", multiple=True, metavar="NAME", help="Also match this request header (headers are ignored otherwise).")
+@click.option("--realtime", is_flag=True, default=None, help="Replay streams with their recorded chunk timing.")
+@click.option("--record-mode", type=click.Choice(["none", "once", "new_episodes", "all"]), default=None,
+              help="vcrpy record modes; new_episodes sends misses upstream and records them.  [default: none]")
+@click.option("--live", multiple=True, metavar="GLOB", help="Send hosts matching GLOB upstream and record them (repeatable).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Write the playback report as JSON.")
+@click.option("--skip-bad", is_flag=True, help="Skip corrupt cassettes in a directory instead of refusing to start.")
+def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignore_json_path, normalize,
+            match_header, realtime, record_mode, live, report_path, skip_bad) -> None:
+    """Serve cassettes so CMD re-runs offline; every miss and divergence is explained.
+
+    \b
+      spoolproxy playback --cassette cassettes/run.yaml -- python agent.py
+      spoolproxy playback -c cassettes/ --strict -- pytest -x
+      spoolproxy playback -c run.yaml --normalize '\\d{4}-\\d{2}-\\d{2}' -- python agent.py
+      spoolproxy playback -c run.yaml --live 'api.openai.com' -- python agent.py
+      spoolproxy playback -c cassettes/          # standalone: prints export lines
+    """
+    from ..cassettes.redact import Redactor
+    from ..replayer.addon import Playback
+    from ..replayer.fingerprint import MatchOptions
+    from ..replayer.session import PlaybackConfig, PlaybackSession
+
+    t = _table(proxy.config)
+    paths = [*t.cassettes, *cassettes]
+    mode = record_mode or t.record_mode or "none"
+    if not paths:
+        raise UsageError("give at least one --cassette PATH (a cassette file or a directory of cassettes)")
+    redact_table = config.section("redact", proxy.config)
+    redactor = Redactor.from_config(redact_table)
+    cfg = PlaybackConfig(
+        cassettes=paths,
+        match=match or t.match or "default",  # type: ignore[arg-type]
+        allow_repeats=bool(allow_repeats if allow_repeats is not None else t.allow_repeats),
+        options=MatchOptions(
+            ignore_json_paths=(*t.ignore_json_paths, *ignore_json_path),
+            normalize=(*t.normalize, *normalize),
+            match_headers=(*t.match_headers, *match_header),
+            redact_headers=tuple(redact_table.get("headers", []) or ()),
+            redact_patterns=tuple(redact_table.get("patterns", []) or ()),
+        ),
+        realtime=bool(realtime if realtime is not None else t.realtime),
+        record_mode=mode,  # type: ignore[arg-type]
+        live=(*t.live, *live),
+        skip_bad=skip_bad,
+    )
+    if cfg.match not in ("default", "exact"):
+        raise UsageError(f"config [playback] match = {cfg.match!r}: use 'default' or 'exact'")
+    strict = bool(strict if strict is not None else t.strict)
+    report_path = report_path or t.report
+    session = PlaybackSession(cfg)  # loads every cassette: a corrupt one stops here (exit 2)
+    say = (lambda s: None) if proxy.quiet else (lambda s: click.echo(s, err=True))
+    for line in session.skipped:
+        click.echo(f"spoolproxy: warning: skipped bad cassette {line}", err=True)
+
+    addons: list[object] = [Playback(session)]
+    recorder = None
+    if cfg.live or mode in ("new_episodes", "all") or session.recording_new:
+        recorder = _live_recorder(paths, cfg, session, redactor)
+        addons.append(recorder)
+    runner = proxy.make_runner(addons, options={"connection_strategy": "lazy", "upstream_cert": False})
+    n = len(session.index)
+    say(f"spoolproxy: serving {n} interaction{'s' if n != 1 else ''} from {len(session._names)} cassette(s)")
+    code: int | None = None
+    try:
+        code = run_session(proxy, runner, banner="Playback")
+    finally:
+        if recorder is not None and runner.master is not None:
+            target, added = recorder.finish(exit_code=code)
+            if added:
+                say(f"spoolproxy: recorded {added} live interaction{'s' if added != 1 else ''} into {target}")
+        report = session.report()
+        if cfg.live:
+            report.unused = [u for u in report.unused if not session.is_live_host(_host(u.uri))]
+        if report_path:
+            report.write(report_path)
+        if proxy.quiet:
+            if not report.clean:
+                click.echo(report.summary_line(), err=True)
+        else:
+            click.echo(report.render(), err=True)
+    if strict and not report.clean:
+        click.echo(f"spoolproxy: --strict: exiting {STRICT_EXIT} (misses, divergences or unused interactions)", err=True)
+        raise SystemExit(STRICT_EXIT)
+    raise SystemExit(code or 0)
+
+
+def _host(uri: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(uri).hostname or ""
+
+
+def _live_recorder(paths: list[str], cfg, session, redactor):
+    from ..cassettes.storage import check_writable
+    from ..replayer.live import LiveRecorder
+
+    files = [p for p in paths if not Path(p).is_dir()]
+    if len(paths) != 1 or len(files) != 1:
+        raise UsageError(
+            "--live, --record-mode new_episodes/all and a new cassette under 'once' record into one "
+            "cassette: give exactly one --cassette FILE"
+        )
+    check_writable(files[0])
+    replace_all = cfg.record_mode == "all" or session.recording_new
+    return LiveRecorder(files[0], replace_all=replace_all, live_globs=cfg.live, redactor=redactor)

@@ -1,0 +1,96 @@
+"""Recording the requests playback sends upstream (``--live`` hosts, ``new_episodes``, ``once``/``all``).
+
+:class:`LiveRecorder` composes the recording addon (:class:`~spoolproxy.proxy.recorder.Recorder`):
+it passes a flow on only when the playback addon (earlier in the chain) decided ``live``,
+so replayed flows are never recorded.  The recorder journals into a sibling file
+``<cassette stem>.live.yaml``; :meth:`LiveRecorder.finish` then writes the cassette
+atomically as the original interactions (minus those of ``--live`` hosts, which the new
+recording replaces) followed by the new ones, and removes the sibling.  In mode ``all`` (or
+``once`` on a new cassette) the new interactions replace the file's content.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Iterable
+
+from ..cassettes import load, save
+from ..cassettes.model import Cassette
+from ..cassettes.redact import Redactor
+from .addon import META
+
+
+class LiveRecorder:
+    """mitmproxy addon: records live flows into ``target`` (see the module docstring).
+
+    ``replace_all``: the new recording replaces the cassette (record modes ``all``/new ``once``).
+    ``live_globs``: hosts whose old interactions the new recording replaces.
+    Raises CassetteError from :meth:`finish` when the cassette cannot be written.
+    """
+
+    def __init__(self, target: str | Path, *, replace_all: bool, live_globs: Iterable[str] = (), redactor: Redactor | None = None, meta=None) -> None:
+        from ..proxy.recorder import Recorder
+
+        self.target = Path(target)
+        self.replace_all = replace_all
+        self.live_globs = tuple(g.lower() for g in live_globs)
+        tmp = self.target.with_name(f"{self.target.stem}.live{self.target.suffix or '.yaml'}")
+        self.recorder = Recorder(tmp, redactor=redactor, meta=meta)
+
+    def _live(self, flow) -> bool:
+        return flow.metadata.get(META) == "live"
+
+    # -- hooks passed on -------------------------------------------------------------------
+    def load(self, loader) -> None:
+        self.recorder.load(loader)
+
+    def configure(self, updated) -> None:
+        self.recorder.configure(updated)
+
+    def running(self) -> None:
+        self.recorder.running()
+
+    def request(self, flow) -> None:
+        if self._live(flow):
+            self.recorder.requestheaders(flow)
+            self.recorder.request(flow)
+
+    def responseheaders(self, flow) -> None:
+        if self._live(flow):
+            self.recorder.responseheaders(flow)
+
+    async def response(self, flow) -> None:
+        if self._live(flow):
+            await self.recorder.response(flow)
+
+    async def error(self, flow) -> None:
+        if self._live(flow):
+            await self.recorder.error(flow)
+
+    def done(self) -> None:
+        self.recorder.done()
+
+    # -- the end ---------------------------------------------------------------------------
+    def finish(self, exit_code: int | None = None) -> tuple[Path, int]:
+        """Merge the live recording into the cassette; returns (path, new interactions)."""
+        new = self.recorder.finish(exit_code=exit_code)
+        tmp = self.recorder.path
+        if self.replace_all or not self.target.exists():
+            merged = Cassette(interactions=new.interactions, meta=new.meta)
+        else:
+            old = load(self.target)
+            keep = [
+                it for it in old.interactions
+                if not any(fnmatch.fnmatchcase(it.request.host.lower(), g) for g in self.live_globs)
+            ]
+            merged = Cassette(interactions=[*keep, *new.interactions], meta=old.meta, source_format=old.source_format)
+            if old.source_format != "spoolproxy":
+                merged.meta.recorder = merged.meta.recorder or "spoolproxy"
+        if new.interactions or self.replace_all:
+            save(merged, self.target)
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            pass
+        return self.target, len(new.interactions)
