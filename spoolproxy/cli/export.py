@@ -1,0 +1,80 @@
+"""``spoolproxy export CASSETTE --format vcrpy|spoolproxy [-o OUT]``: rewrite a cassette.
+
+* ``--format vcrpy`` writes vcrpy's plain layout (string bodies, no ``parsed_body``, no
+  spoolproxy extensions, interactions without a response dropped) that stock vcrpy and
+  pytest-recording load without spoolproxy's serializer.  Bodies stored in side files are
+  inlined so the result stands alone.
+* ``--format spoolproxy`` normalises any cassette spoolproxy reads (plain vcrpy,
+  pytest-recording, pydantic-ai's ``parsed_body``) into format v1; side files are copied
+  next to OUT when it lives elsewhere.
+
+Both apply redaction (defaults plus ``[redact]`` in spoolproxy.toml) before writing.
+OUT ``-`` (the default) writes to stdout; the file is written atomically otherwise.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+from ..cassettes.model import Cassette
+from ..cassettes.redact import Redactor
+from ..cassettes.storage import dumps, load, read_body, save
+from ..config import section
+from ..errors import CassetteError
+
+
+def inline_side_bodies(cas: Cassette) -> Cassette:
+    """A copy of *cas* whose side-file bodies are read into the YAML (elided bodies stay
+    elided).  Raises CassetteError when a side file is missing or corrupt."""
+    items = []
+    for it in cas.interactions:
+        resp = it.response
+        if resp is not None and resp.body_ref is not None and resp.body_ref.file:
+            body = read_body(cas, resp)
+            chunks = resp.chunks if resp.chunks and sum(c.size for c in resp.chunks) == len(body) else None
+            it = it.model_copy(update={"response": resp.model_copy(update={"body": body, "body_ref": None, "chunks": chunks})})
+        items.append(it)
+    return cas.model_copy(update={"interactions": items})
+
+
+def copy_side_files(cas: Cassette, out: Path) -> None:
+    """Copy the side body files of *cas* next to *out* (same relative names)."""
+    if cas.path is None or cas.path.parent.resolve() == out.parent.resolve():
+        return
+    for it in cas.interactions:
+        ref = it.response.body_ref if it.response is not None else None
+        if ref is not None and ref.file:
+            src, dst = cas.path.parent / ref.file, out.parent / ref.file
+            try:
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dst)
+            except OSError as exc:
+                raise CassetteError(src, f"cannot copy side body file to {dst}: {exc.strerror}") from None
+
+
+@click.command("export")
+@click.argument("cassette", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["vcrpy", "spoolproxy"]), default="vcrpy", show_default=True,
+              help="vcrpy: plain vcrpy layout; spoolproxy: normalise into format v1.")
+@click.option("-o", "--output", "out", default="-", show_default=True, metavar="OUT",
+              help="Output file (.yaml, or .json for JSON); '-' for stdout.")
+def command(cassette: Path, fmt: str, out: str) -> None:
+    """Write CASSETTE in another layout, with redaction applied."""
+    cas = load(cassette)
+    red = Redactor.from_config(section("redact"))
+    plain = fmt == "vcrpy"
+    if plain:
+        cas = inline_side_bodies(cas)
+    cas = red.cassette(cas)
+    if out == "-":
+        sys.stdout.write(dumps(cas, plain=plain))
+        return
+    target = Path(out)
+    if not plain:
+        copy_side_files(cas, target)
+    save(cas, target, plain=plain)
+    click.echo(f"spoolproxy export: wrote {len(cas.interactions)} interactions to {target} ({fmt} layout)", err=True)

@@ -1,0 +1,178 @@
+"""``spoolproxy scan PATH...``: find unredacted secrets in cassettes (a pre-commit hook).
+
+Scans cassette files (``*.yaml``, ``*.yml``, ``*.json``), recording journals
+(``.<name>.spooljournal``) and side body files (``<name>.bodies/*``); directories are
+searched recursively.  Each hit is one line on stdout::
+
+    cassettes/run.yaml: interaction 3: request.headers.authorization: openai-key sk-pro…(48 chars)
+
+The secret itself is never printed.  Exit status: 0 clean, 1 when anything secret-shaped
+was found, 2 when an input cannot be read or is not a cassette (one line per bad file on
+stderr).  The shapes are those of :mod:`spoolproxy.cassettes.redact`, plus ``[redact]``
+in spoolproxy.toml and ``--pattern``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from ..cassettes.journal import read_journal
+from ..cassettes.redact import PLACEHOLDER_RE, Redactor, scan_interaction
+from ..cassettes.storage import CASSETTE_SUFFIXES, iter_paths, load
+from ..config import section
+from ..errors import CassetteError, SpoolError
+
+JOURNAL_SUFFIX = ".spooljournal"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One secret-shaped string: ``file``, ``interaction`` index (None for side files),
+    ``field`` (``request.headers.authorization``, ``response.body``, ``body`` ...), ``kind``
+    (``openai-key``, ``credential-header`` ...) and a non-revealing ``excerpt``."""
+
+    file: Path
+    interaction: int | None
+    field: str
+    kind: str
+    excerpt: str
+
+    def line(self) -> str:
+        """The hit as one output line."""
+        where = f"interaction {self.interaction}: " if self.interaction is not None else ""
+        return f"{self.file}: {where}{self.field}: {self.kind} {self.excerpt}"
+
+
+def _in_side_dir(p: Path) -> bool:
+    return any(part.endswith(".bodies") for part in p.parent.parts)
+
+
+def classify(paths: Iterable[str | Path]) -> Iterator[tuple[str, Path]]:
+    """Expand *paths* into ``(kind, file)`` with kind ``cassette``, ``journal`` or
+    ``side``.  Raises CassetteError for a path that does not exist."""
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            for f in iter_paths([p]):
+                if not _in_side_dir(f):
+                    yield "cassette", f
+            for f in sorted(p.rglob(f".*{JOURNAL_SUFFIX}")):
+                yield "journal", f
+            for d in sorted(p.rglob("*.bodies")):
+                if d.is_dir():
+                    for f in sorted(d.rglob("*")):
+                        if f.is_file():
+                            yield "side", f
+        elif not p.exists():
+            raise CassetteError(p, "no such file or directory")
+        elif p.name.endswith(JOURNAL_SUFFIX):
+            yield "journal", p
+        elif _in_side_dir(p) or p.suffix not in CASSETTE_SUFFIXES:
+            yield "side", p
+        else:
+            yield "cassette", p
+
+
+def scan_bytes(path: Path, data: bytes, red: Redactor) -> Iterator[Hit]:
+    """Secret-shaped strings in raw bytes (side body files)."""
+    for kind, pat in red._patterns:  # the patterns Redactor.bytes_() applies
+        for m in pat.finditer(data):
+            secret = m.group(1) if m.re.groups >= 1 and m.group(1) is not None else m.group(0)
+            if not PLACEHOLDER_RE.fullmatch(secret.decode("utf-8", "replace")):
+                s = secret.decode("utf-8", "replace")
+                yield Hit(path, None, "body", kind, f"{s[:6]}…({len(s)} chars)")
+
+
+def scan_file(kind: str, path: Path, red: Redactor, seen: set[Path]) -> list[Hit]:
+    """All hits in one file.  A cassette's side body files are scanned with it unless
+    already in *seen* (resolved paths; those scanned on their own), and added to it.
+
+    Raises CassetteError when the file cannot be read or is not a cassette/journal.
+    """
+    if kind == "side":
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CassetteError(path, f"cannot read: {exc.strerror}") from None
+        return list(scan_bytes(path, data, red))
+    if kind == "journal":
+        try:
+            cas = read_journal(path)
+        except ValueError as exc:  # FormatError from a malformed entry
+            raise CassetteError(path, f"not a readable journal ({exc})") from None
+    else:
+        cas = load(path)
+    hits: list[Hit] = []
+    for i, it in enumerate(cas.interactions):
+        hits += [Hit(path, h.interaction, h.field, h.kind, h.excerpt) for h in scan_interaction(i, it, red)]
+        ref = it.response.body_ref if it.response is not None else None
+        if kind == "cassette" and ref is not None and ref.file:
+            side = (path.parent / ref.file).resolve()
+            if side.is_file() and side not in seen:
+                seen.add(side)
+                hits += [Hit(path, i, f"response.body ({ref.file})", h.kind, h.excerpt)
+                         for h in scan_bytes(side, side.read_bytes(), red)]
+    return hits
+
+
+def _dedupe(hits: list[Hit]) -> list[Hit]:
+    """Drop repeats, and the generic ``credential-*`` hit of a field that also has a
+    key-shaped hit (one secret, one line)."""
+    shaped = {(h.file, h.interaction, h.field) for h in hits if not h.kind.startswith("credential-")}
+    out, keys = [], set()
+    for h in hits:
+        key = (h.file, h.interaction, h.field, h.excerpt)  # one string matched by two shapes: first wins
+        if key in keys or (h.kind.startswith("credential-") and (h.file, h.interaction, h.field) in shaped):
+            continue
+        keys.add(key)
+        out.append(h)
+    return out
+
+
+@click.command("scan")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--pattern", "patterns", multiple=True, metavar="REGEX",
+              help="Extra secret regex (group 1, when present, is the secret). Repeatable.")
+@click.option("--header", "headers", multiple=True, metavar="NAME",
+              help="Extra credential header name. Repeatable.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing when clean.")
+def command(paths: tuple[Path, ...], patterns: tuple[str, ...], headers: tuple[str, ...], quiet: bool) -> None:
+    """Find unredacted secrets in cassettes, journals and side body files.
+
+    PATHS are files or directories (searched recursively).  Exits 1 when anything
+    secret-shaped is found, 2 when an input is unreadable, 0 when clean, so it works as
+    a pre-commit hook (pre-commit passes the staged file names).
+    """
+    red = Redactor.from_config(section("redact"), headers=headers, patterns=patterns)
+    files = list(classify(paths))
+    seen = {f.resolve() for kind, f in files if kind == "side"}
+    hits: list[Hit] = []
+    bad = 0
+    for kind, path in files:
+        try:
+            hits += scan_file(kind, path, red, seen)
+        except SpoolError as exc:
+            bad += 1
+            click.echo(f"spoolproxy: error: {exc}", err=True)
+    hits = _dedupe(hits)
+    for h in hits:
+        click.echo(h.line())
+    n_files = len(files)
+    if hits:
+        affected = len({h.file for h in hits})
+        click.echo(
+            f"spoolproxy scan: {len(hits)} secret-shaped string(s) in {affected} of {n_files} file(s); "
+            "re-record with redaction (or add the pattern to [redact] in spoolproxy.toml) and rewrite "
+            "the file with 'spoolproxy export --format spoolproxy'",
+            err=True,
+        )
+    elif not quiet and not bad:
+        click.echo(f"spoolproxy scan: no secrets in {n_files} file(s)", err=True)
+    if bad:
+        raise click.exceptions.Exit(2)
+    if hits:
+        raise click.exceptions.Exit(1)
