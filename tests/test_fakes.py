@@ -63,6 +63,8 @@ def test_openai_chat_stream_with_usage(fake_provider):
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
     # one chunk written per SSE event, [DONE] included
     assert len(fake_provider.log[0].sent) == len(chunks) + 1
+    assert fake_provider.log[0].status == 200
+    assert fake_provider.log[0].response_body.endswith(b"data: [DONE]\n\n")
 
 
 def test_openai_chat_tool_call_then_answer(fake_provider):

@@ -74,7 +74,9 @@ class LoggedRequest:
     ``headers``: ``(name, value)`` pairs in wire order and case.  ``body``: the raw
     (de-chunked) request body.  ``path``: path and query after any ``/_fake/...`` prefix
     was stripped.  ``sent``: ``(time.monotonic() seconds, bytes written)`` for each body
-    chunk the server wrote (one per SSE event for streams).
+    chunk the server wrote (one per SSE event for streams).  ``status`` and
+    ``response_body``: what the server answered (the body before any gzip; for a cut
+    stream only the part sent; empty for ``huge:N`` and ``reset``).
     """
 
     method: str
@@ -84,6 +86,8 @@ class LoggedRequest:
     scheme: str
     connection: int
     sent: list[tuple[float, int]] = field(default_factory=list)
+    status: int | None = None
+    response_body: bytes = b""
 
     def header(self, name: str, default: str | None = None) -> str | None:
         """The first value of header *name* (case-insensitive), or *default*."""
@@ -330,6 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(reply.body, list):
             events = reply.body
             stop = len(events) if cut is None else (len(events) // 2 if cut < 0 else cut)
+            req.status, req.response_body = reply.status, b"".join(events[:stop])
             self._start(reply.status, reply.headers + [("transfer-encoding", "chunked")])
             for i, event in enumerate(events[:stop]):
                 if i and delay:
@@ -342,6 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             return
         body = reply.body
+        req.status, req.response_body = reply.status, body if cut is None else body[: len(body) // 2]
         headers = list(reply.headers)
         accepts_gzip = "gzip" in (req.header("accept-encoding") or "")
         if self.server.provider.gzip and accepts_gzip and len(body) > 0 and cut is None:
@@ -356,6 +362,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._write(req, body, len(body))
 
     def _send_huge(self, req: LoggedRequest, n: int) -> None:
+        req.status = 200
         self._start(200, [("content-type", "application/octet-stream"), ("content-length", str(n))])
         block = HUGE_PATTERN * (65536 // len(HUGE_PATTERN))
         sent = 0
