@@ -1,7 +1,8 @@
 """Support agent, version 1 (has three planted bugs; ``diff agent_v1.py agent_v2.py`` shows the fixes).
 
 Usage: ``python agent_v1.py [--no-stream] "customer question"``.  It talks to an
-OpenAI-compatible model with the real openai SDK (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``)
+OpenAI-compatible model with the real openai SDK (``OPENAI_BASE_URL``, default
+``http://model.example/v1``; ``OPENAI_API_KEY``)
 and calls the shop's HTTP API (``SHOP_URL``, default ``http://shop.example``) with httpx.
 Both go through ``HTTP(S)_PROXY`` when set, which is how spoolproxy records and replays it.
 
@@ -24,7 +25,7 @@ from openai import OpenAI
 
 SHOP = os.environ.get("SHOP_URL", "http://shop.example").rstrip("/")
 MODEL = os.environ.get("SUPPORT_MODEL", "shop-scripted-1")
-MAX_STEPS = 6
+MAX_STEPS = 5
 SYSTEM = ("You are the support agent of a small online shop. Use the tools to look up orders, "
           "check stock and issue refunds. Answer in one or two sentences, citing the tool data.")
 TOOLS = [
@@ -91,7 +92,8 @@ def complete(client: OpenAI, messages: list[dict], stream: bool) -> dict:
 
 def run(question: str, stream: bool = True) -> int:
     """Answer ``question``; prints the answer and returns the exit status."""
-    client = OpenAI(max_retries=0)
+    client = OpenAI(base_url=os.environ.get("OPENAI_BASE_URL", "http://model.example/v1"),
+                    api_key=os.environ.get("OPENAI_API_KEY", "unused-by-the-scripted-model"), max_retries=0)
     messages: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
     with httpx.Client(timeout=10) as http:
         for _ in range(MAX_STEPS):  # BUG 3: no loop guard, only a step limit

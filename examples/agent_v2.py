@@ -21,7 +21,7 @@ from openai import OpenAI
 
 SHOP = os.environ.get("SHOP_URL", "http://shop.example").rstrip("/")
 MODEL = os.environ.get("SUPPORT_MODEL", "shop-scripted-1")
-MAX_STEPS = 6
+MAX_STEPS = 5
 SYSTEM = ("You are the support agent of a small online shop. Use the tools to look up orders, "
           "check stock and issue refunds. Answer in one or two sentences, citing the tool data.")
 TOOLS = [
@@ -92,7 +92,8 @@ def complete(client: OpenAI, messages: list[dict], stream: bool) -> dict:
 
 def run(question: str, stream: bool = True) -> int:
     """Answer ``question``; prints the answer and returns the exit status."""
-    client = OpenAI(max_retries=0)
+    client = OpenAI(base_url=os.environ.get("OPENAI_BASE_URL", "http://model.example/v1"),
+                    api_key=os.environ.get("OPENAI_API_KEY", "unused-by-the-scripted-model"), max_retries=0)
     messages: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
     seen: set[str] = set()
     with httpx.Client(timeout=10) as http:

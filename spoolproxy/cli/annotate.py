@@ -1,0 +1,86 @@
+"""``spoolproxy annotate CASE...``: set a case's status and assertions.
+
+``--status confirmed`` makes ``spoolproxy test`` run the case, ``rejected`` keeps it out
+(a false alarm), ``pending`` means not reviewed yet.  Assertion flags add to the case's
+assertions; ``--clear-assertions`` first resets them to the default (the signature kinds
+must not come back).  CASE is a case file or a case name in ``--suite``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from ..suite.files import DEFAULT_SUITE
+from ..suite.model import STATUSES
+
+
+def _case_path(arg: str, suite_dir: Path) -> Path:
+    p = Path(arg)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    return suite_dir / f"{arg}.yaml"
+
+
+@click.command("annotate")
+@click.argument("cases", nargs=-1, required=True)
+@click.option("--suite", "suite_dir", default=DEFAULT_SUITE, show_default=True, type=click.Path(path_type=Path),
+              help="Suite directory used to find cases given by name.")
+@click.option("--status", type=click.Choice(STATUSES), default=None, help="New status.")
+@click.option("--final-answer-contains", "contains", multiple=True, metavar="TEXT",
+              help="Assert the final answer contains TEXT (repeatable).")
+@click.option("--final-answer-matches", "matches", default=None, metavar="REGEX",
+              help="Assert the final answer matches REGEX.")
+@click.option("--tool", "tools", multiple=True, metavar="NAME", help="Assert tool NAME is called (repeatable).")
+@click.option("--max-llm-calls", type=int, default=None, help="Assert at most N LLM calls.")
+@click.option("--live", multiple=True, metavar="GLOB", help="Set the case's live hosts (routing.live; repeatable).")
+@click.option("--match", type=click.Choice(["exact", "default"]), default=None,
+              help="Matching for this case: exact (strict, the default) or default (vcrpy-compatible).")
+@click.option("--clear-assertions", is_flag=True, help="Reset assertions to the default before adding.")
+def command(cases, suite_dir, status, contains, matches, tools, max_llm_calls, live, match, clear_assertions) -> None:
+    """Set the status (pending/confirmed/rejected) and assertions of test cases."""
+    from pydantic import ValidationError
+
+    from ..suite.files import load_case, save_case
+    from ..suite.model import Assertions
+
+    if not (status or contains or matches or tools or max_llm_calls is not None or live or match or clear_assertions):
+        raise UsageError("nothing to change: give --status confirmed|rejected|pending or an assertion flag")
+    for arg in cases:
+        path = _case_path(arg, suite_dir)
+        case = load_case(path)
+        a = Assertions() if clear_assertions else case.assertions.model_copy(deep=True)
+        a.final_answer_contains = [*a.final_answer_contains, *(t for t in contains if t not in a.final_answer_contains)]
+        a.tools_called = [*a.tools_called, *(t for t in tools if t not in a.tools_called)]
+        if matches is not None:
+            a.final_answer_matches = matches
+        if max_llm_calls is not None:
+            a.max_llm_calls = max_llm_calls
+        update: dict = {"assertions": a}
+        if status:
+            update["status"] = status
+        if match:
+            update["match"] = match
+        if live:
+            update["routing"] = case.routing.model_copy(update={"live": list(live)})
+        try:
+            new = type(case).model_validate({**case.model_dump(), **{k: (v.model_dump() if hasattr(v, "model_dump") else v)
+                                                                       for k, v in update.items()}})
+        except ValidationError as exc:
+            from ..suite.model import validation_message
+
+            raise UsageError(validation_message(path, exc)) from None
+        save_case(new, path)
+        click.echo(f"{path}: status {new.status}" + (f"; assertions: {_describe(new.assertions)}" if _describe(new.assertions) else ""))
+
+
+def _describe(a) -> str:
+    parts = [f"contains {t!r}" for t in a.final_answer_contains]
+    if a.final_answer_matches:
+        parts.append(f"matches /{a.final_answer_matches}/")
+    parts += [f"calls {t}" for t in a.tools_called]
+    if a.max_llm_calls is not None:
+        parts.append(f"<= {a.max_llm_calls} LLM calls")
+    return ", ".join(parts)

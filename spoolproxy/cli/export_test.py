@@ -1,0 +1,71 @@
+"""``spoolproxy export-test CASSETTE...``: turn failing runs into regression test cases.
+
+Writes ``<suite>/<cassette stem>.yaml`` for every cassette whose detector verdict is
+``fail`` (passing runs are skipped and said so).  The case holds the recorded command
+(``--cmd`` overrides it), the cassette path, all-replay routing, exact matching, the
+error-level findings as its signature, and assertions (the signature kinds must not come
+back, plus any ``--final-answer-contains`` / ``--final-answer-matches`` / ``--tool`` /
+``--max-llm-calls`` given).  ``--confirm`` marks the cases confirmed, so ``spoolproxy
+test`` runs them; otherwise they are pending until ``spoolproxy annotate``.
+Exit status 0, or 2 when any cassette could not be exported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..cassettes import iter_paths
+from ..errors import SpoolError, UsageError
+from ..suite.files import DEFAULT_SUITE
+from ..suite.model import Assertions
+
+
+@click.command("export-test")
+@click.argument("cassettes", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--suite", "suite_dir", default=DEFAULT_SUITE, show_default=True, type=click.Path(path_type=Path),
+              help="Suite directory the case files go to (its parent is the project root).")
+@click.option("--cmd", default=None, metavar="'CMD ARGS'",
+              help="Command that reproduces the run (shell-style), instead of the one the cassette recorded.")
+@click.option("--cwd", default=None, help="Working directory of --cmd, relative to the project root (default '.').")
+@click.option("--confirm", is_flag=True, help="Mark the new cases confirmed (default: pending).")
+@click.option("--force", is_flag=True, help="Overwrite a case already exported from the same cassette.")
+@click.option("--final-answer-contains", "contains", multiple=True, metavar="TEXT",
+              help="Assert the final answer contains TEXT (repeatable).")
+@click.option("--final-answer-matches", "matches", default=None, metavar="REGEX",
+              help="Assert the final answer matches REGEX.")
+@click.option("--tool", "tools", multiple=True, metavar="NAME", help="Assert tool NAME is called (repeatable).")
+@click.option("--max-llm-calls", type=int, default=None, help="Assert at most N LLM calls.")
+def command(cassettes, suite_dir: Path, cmd, cwd, confirm, force, contains, matches, tools, max_llm_calls) -> None:
+    """Turn failing runs (CASSETTE files or directories) into regression test cases."""
+    from pydantic import ValidationError
+
+    from ..suite.export import export
+
+    try:
+        assertions = Assertions(final_answer_contains=list(contains), final_answer_matches=matches,
+                                tools_called=list(tools), max_llm_calls=max_llm_calls)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise UsageError(f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg'].removeprefix('Value error, ')}") from None
+    paths = list(iter_paths(cassettes))
+    if not paths:
+        raise SpoolError(f"no cassette found in {', '.join(map(str, cassettes))}")
+    results = export(paths, suite_dir, cmd=cmd, cwd=cwd, status="confirmed" if confirm else "pending",
+                     force=force, assertions=assertions)
+    bad = 0
+    for r in results:
+        if r.action == "written":
+            click.echo(f"{r.cassette}: wrote {r.case_path} ({r.message})")
+        elif r.action == "skipped":
+            click.echo(f"{r.cassette}: skipped: {r.message}")
+        else:
+            bad += 1
+            click.echo(f"spoolproxy: error: {r.message}", err=True)
+    written = sum(1 for r in results if r.action == "written")
+    if written and not confirm:
+        click.echo(f"{written} case(s) pending: review them, then `spoolproxy annotate {suite_dir}/NAME.yaml "
+                   "--status confirmed`")
+    if bad:
+        raise click.exceptions.Exit(2)

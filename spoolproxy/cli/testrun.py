@@ -1,0 +1,150 @@
+"""``spoolproxy test [--suite DIR]``: run the regression suite, offline and strict.
+
+Each confirmed case runs its command under playback (exact matching unless the case says
+``match: default``) while the run is recorded to ``<suite>/.runs/<case>/<UTC stamp>.yaml``;
+the detectors judge that artifact: ``passes``, ``still_fails``, ``fails_differently``,
+``unreplayable`` (with the near-miss diff) or ``error`` (the case could not run).
+
+Exit status (``--fail-on``):
+
+* ``regression`` (default): 1 when a case that ``passes`` in the baseline no longer passes,
+  or when any case is an ``error`` (a broken suite never looks green); else 0.  The
+  baseline is ``--baseline FILE``, by default ``<suite>/baseline.json`` when it exists.
+* ``any``: 1 when any case that ran does not pass.
+
+2 for bad usage (missing suite directory, unknown ``--case``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from ..suite.files import DEFAULT_SUITE
+
+STYLE = {"passes": "green", "still_fails": "red", "fails_differently": "magenta", "unreplayable": "yellow",
+         "error": "bold red", None: "dim"}
+
+
+@click.command("test")
+@click.option("--suite", "suite_dir", default=DEFAULT_SUITE, show_default=True, type=click.Path(path_type=Path),
+              help="Suite directory of case files.")
+@click.option("--case", "only", multiple=True, metavar="NAME", help="Run only this case (repeatable; also pending ones).")
+@click.option("--live", multiple=True, metavar="GLOB",
+              help="Send hosts matching GLOB upstream instead of replaying them, for every case (repeatable), "
+                   "e.g. --live 'api.openai.com' to try a fix against the live LLM with tools replayed.")
+@click.option("--connect-to", multiple=True, metavar="HOST1:PORT1:HOST2:PORT2",
+              help="For live hosts: connect to HOST2:PORT2 instead (curl's meaning; repeatable).")
+@click.option("--upstream-ca", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="For live hosts: also trust this CA (PEM).")
+@click.option("--pin", is_flag=True, help="Save each passing run as its case's cassette (<cassette>.pinned.yaml).")
+@click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Baseline of earlier outcomes (default: <suite>/baseline.json when it exists).")
+@click.option("--update-baseline", is_flag=True, help="Write this run's outcomes to the baseline file.")
+@click.option("--fail-on", type=click.Choice(["regression", "any"]), default="regression", show_default=True,
+              help="regression: exit 1 only when a case that passed in the baseline no longer passes; "
+                   "any: exit 1 when any case does not pass.")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a JUnit XML report to FILE.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object instead of the table.")
+@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True,
+              help="Seconds a case's command may run.")
+@click.option("-v", "--verbose", is_flag=True, help="Print the details (findings, diffs) of every case.")
+def command(suite_dir: Path, only, live, connect_to, upstream_ca, pin, baseline, update_baseline, fail_on, junit,
+            as_json, timeout_s, verbose) -> None:
+    """Run the regression suite: passes / still_fails / fails_differently / unreplayable."""
+    from ..suite.baseline import load_baseline, mark_regressions, save_baseline
+    from ..suite.junit import write_junit
+    from ..suite.runner import RunOptions, run_suite
+
+    if not suite_dir.is_dir():
+        raise UsageError(f"suite directory {suite_dir} does not exist; create cases with "
+                         "`spoolproxy export-test CASSETTE --suite DIR`")
+    baseline_path = baseline or (suite_dir / "baseline.json")
+    previous = load_baseline(baseline_path) if (baseline or baseline_path.exists()) else {}
+    opts = RunOptions(live=tuple(live) if live else None, pin=pin, connect_to=tuple(connect_to),
+                      upstream_ca=upstream_ca, timeout_s=timeout_s, only=tuple(only))
+    results = run_suite(suite_dir, opts)
+    regressions = mark_regressions(results, previous)
+    ran = [r for r in results if r.outcome is not None]
+    errors = [r for r in ran if r.outcome == "error"]
+    failing = [r for r in ran if r.outcome != "passes"]
+    code = 1 if (failing if fail_on == "any" else (regressions or errors)) else 0
+    if junit:
+        write_junit(junit, results, suite_dir.resolve().name)
+    if update_baseline:
+        save_baseline(baseline_path, results, previous)
+    if as_json:
+        counts = {o: sum(1 for r in ran if r.outcome == o) for o in
+                  ("passes", "still_fails", "fails_differently", "unreplayable", "error")}
+        click.echo(json.dumps({"suite": str(suite_dir), "results": [r.to_json() for r in results],
+                               "summary": {**counts, "skipped": len(results) - len(ran),
+                                           "regressions": [r.name for r in regressions]},
+                               "baseline": str(baseline_path) if previous else None,
+                               "exit_code": code}, indent=2))
+    else:
+        _print_table(results, verbose)
+        _print_footer(results, regressions, baseline_path if previous else None, fail_on, code, junit,
+                      baseline_path if update_baseline else None)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+def _print_table(results, verbose: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(soft_wrap=False, width=max(100, Console().width))
+    table = Table(show_lines=False, title=None)
+    table.add_column("case", no_wrap=True)
+    table.add_column("outcome", no_wrap=True)
+    table.add_column("baseline", no_wrap=True)
+    table.add_column("explanation")
+    for r in results:
+        outcome = r.outcome or "skipped"
+        mark = " REGRESSION" if r.regression else ""
+        table.add_row(r.name, f"[{STYLE[r.outcome]}]{outcome}[/]{mark}", r.baseline or "-", _escape(r.explanation))
+    console.print(table)
+    for r in results:
+        show = verbose or r.outcome in ("unreplayable", "fails_differently", "error")
+        if show and (r.details or r.artifact):
+            console.print(f"[bold]{r.name}[/] ({r.outcome or 'skipped'})", highlight=False)
+            for line in r.details:
+                console.print("  " + _escape(line), highlight=False)
+            if r.artifact:
+                console.print(f"  artifact run: {r.artifact}", highlight=False)
+
+
+def _print_footer(results, regressions, baseline, fail_on, code, junit, wrote_baseline) -> None:
+    ran = [r for r in results if r.outcome is not None]
+    counts: dict[str, int] = {}
+    for r in ran:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    parts = [f"{n} {o}" for o, n in counts.items()]
+    skipped = len(results) - len(ran)
+    if skipped:
+        parts.append(f"{skipped} skipped (not confirmed)")
+    click.echo(f"spoolproxy test: {len(ran)} case(s) ran: " + (", ".join(parts) or "none"))
+    pinned = [r for r in results if r.pinned]
+    for r in pinned:
+        click.echo(f"pinned {r.name}: {r.pinned}")
+    if regressions:
+        click.echo(f"REGRESSION: {', '.join(r.name for r in regressions)} passed in the baseline ({baseline}) "
+                   "and no longer pass")
+    if junit:
+        click.echo(f"JUnit report: {junit}")
+    if wrote_baseline:
+        click.echo(f"baseline written: {wrote_baseline}")
+    if code == 0 and fail_on == "regression" and any(r.outcome not in ("passes", None) for r in ran):
+        click.echo("known failures do not fail the run (--fail-on regression); use --fail-on any to require all pass")
+    sys.stdout.flush()
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

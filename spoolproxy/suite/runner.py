@@ -1,0 +1,200 @@
+"""The regression runner behind ``spoolproxy test``: each confirmed case, one artifact run.
+
+For a case: check it can run (cassette and working directory exist, the program is found),
+run its command under playback with the case's routing and matching while recording the
+run to ``<suite>/.runs/<case>/<UTC stamp>.yaml`` (plus ``.report.json`` and ``.log``),
+apply the detectors to that artifact and judge the outcome (:mod:`.outcome`).  Anything
+that stops a case from running becomes an ``error`` outcome with one line, and the suite
+goes on with the next case.  ``pin`` saves a passing artifact as the case's cassette.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+from ..cassettes import load
+from ..cassettes.model import CassetteMeta
+from ..cassettes.storage import side_dir
+from ..errors import SpoolError
+from .export import relative_to
+from .files import iter_cases, project_root, save_case
+from .model import Case, CaseError
+from .outcome import CaseResult, judge
+
+RUNS_DIR = ".runs"
+
+
+@dataclass
+class RunOptions:
+    """How to run a suite.
+
+    ``live``: host globs sent upstream, replacing each case's ``routing.live`` (None keeps
+    the case's).  ``pin``: save passing runs as the cases' cassettes.  ``connect_to`` /
+    ``upstream_ca``: upstream options for live hosts.  ``timeout_s``: per case, seconds.
+    ``only``: case names to run (empty: all confirmed).  ``include_pending``: run pending
+    cases too.
+    """
+
+    live: tuple[str, ...] | None = None
+    pin: bool = False
+    connect_to: tuple[str, ...] = ()
+    upstream_ca: Path | None = None
+    timeout_s: float = 300.0
+    only: tuple[str, ...] = ()
+    include_pending: bool = False
+    env: dict[str, str] | None = None
+    runs_dir: Path | None = None
+    _stamps: set[str] = field(default_factory=set)
+
+
+def resolve_argv(argv: Sequence[str], cwd: Path) -> list[str]:
+    """argv with ``python``/``python3`` replaced by the running interpreter.
+
+    Raises SpoolError (exit 127) when the program is neither on PATH nor a file under ``cwd``.
+    """
+    out = list(argv)
+    if out[0] in ("python", "python3"):
+        out[0] = sys.executable
+        return out
+    prog = out[0]
+    if "/" in prog:
+        if not (cwd / prog).exists():
+            raise SpoolError(f"command not found: {prog} (relative to {cwd}); fix command.argv", exit_code=127)
+    elif shutil.which(prog) is None:
+        raise SpoolError(f"command not found: {prog} is not on PATH; install it or fix command.argv", exit_code=127)
+    return out
+
+
+def _stamp(opts: RunOptions, case_dir: Path) -> str:
+    base = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp, n = base, 1
+    while stamp in opts._stamps or (case_dir / f"{stamp}.yaml").exists():
+        n += 1
+        stamp = f"{base}-{n}"
+    opts._stamps.add(stamp)
+    return stamp
+
+
+def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions) -> CaseResult:
+    """Run one case and judge it.  Never raises for problems of the case: they are ``error``."""
+    t0 = time.monotonic()
+    result = CaseResult(name=case.name, outcome="error", explanation="", status=case.status,
+                        case_path=case_path, cassette=case.cassette)
+    root = project_root(suite_dir)
+    try:
+        cassette = (root / case.cassette).resolve()
+        if not cassette.is_file():
+            raise SpoolError(f"cassette {case.cassette} does not exist (relative to {root}); "
+                             "fix `cassette:` or record the run again")
+        recorded = load(cassette)
+        cwd = (root / case.command.cwd).resolve()
+        if not cwd.is_dir():
+            raise SpoolError(f"working directory {case.command.cwd} does not exist (relative to {root}); fix command.cwd")
+        argv = resolve_argv(case.command.argv, cwd)
+        runs = (opts.runs_dir or suite_dir / RUNS_DIR) / case.name
+        runs.mkdir(parents=True, exist_ok=True)
+        stamp = _stamp(opts, runs)
+        artifact = runs / f"{stamp}.yaml"
+        live = opts.live if opts.live is not None else tuple(case.routing.live)
+        meta = CassetteMeta(recorder="spoolproxy test", record_mode="none", command=list(case.command.argv),
+                            cwd=str(cwd), extra={"case": case.name, "live": list(live), "replayed_from": case.cassette})
+        from .engine import play_and_record
+
+        played = play_and_record(argv, cwd=cwd, cassette=cassette, artifact=artifact, match=case.match, live=live,
+                                 connect_to=opts.connect_to, upstream_ca=opts.upstream_ca, timeout_s=opts.timeout_s,
+                                 meta=meta, env=opts.env)
+        result.artifact = artifact
+        result.report = played.report.write(runs / f"{stamp}.report.json")
+        (runs / f"{stamp}.log").write_text(played.output, encoding="utf-8")
+        result.exit_code = played.exit_code
+        if played.timed_out:
+            raise SpoolError(f"the command did not finish within {opts.timeout_s:g} s (output: {runs / (stamp + '.log')})")
+        from ..detectors import analyze, build_transcript, load_detect_config
+
+        config = load_detect_config()
+        try:
+            report = analyze(played.cassette, config)
+            transcript = build_transcript(played.cassette, config)
+        except SpoolError:
+            raise
+        except Exception as exc:  # a detector bug must not stop the suite
+            raise SpoolError(f"the detectors failed on the artifact run {artifact}: {type(exc).__name__}: {exc} "
+                             "(please report it)") from None
+        result.findings = list(report.findings)
+        result.outcome, result.explanation, result.details = judge(
+            case, played.report, report, transcript, exit_code=played.exit_code, recorded_exit=recorded.meta.exit_code,
+            recorded_interactions=len(recorded))
+        if result.outcome != "passes" and played.output.strip():
+            tail = played.output.strip().splitlines()[-5:]
+            result.details += ["command output (last lines):", *("  " + ln for ln in tail)]
+        if opts.pin and result.outcome == "passes":
+            result.pinned = pin(case, case_path, root, artifact)
+    except SpoolError as exc:
+        result.outcome, result.explanation = "error", str(exc)
+    result.duration_s = time.monotonic() - t0
+    return result
+
+
+def pinned_path(case: Case, root: Path) -> Path:
+    """Where ``--pin`` writes a case's passing run: ``<cassette stem>.pinned.yaml`` beside it."""
+    current = root / case.cassette
+    if current.name.endswith(".pinned.yaml"):
+        return current
+    return current.with_name(f"{current.stem}.pinned.yaml")
+
+
+def pin(case: Case, case_path: Path, root: Path, artifact: Path) -> Path:
+    """Copy ``artifact`` to the case's pinned cassette and point the case file at it.
+
+    The original failing cassette is kept and named in ``failing_cassette``.
+    """
+    target = pinned_path(case, root)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(artifact, target)
+    bodies = side_dir(artifact)
+    if bodies.is_dir():
+        shutil.copytree(bodies, side_dir(target), dirs_exist_ok=True)
+    rel = relative_to(target, root)
+    if rel != case.cassette:
+        updated = case.model_copy(update={"cassette": rel, "failing_cassette": case.failing_cassette or case.cassette})
+        save_case(updated, case_path)
+    return target
+
+
+def run_suite(suite_dir: str | Path, opts: RunOptions | None = None) -> list[CaseResult]:
+    """Run every confirmed case of ``suite_dir`` (see :class:`RunOptions`), in file-name order.
+
+    Cases with another status are returned with ``outcome`` None (skipped); an invalid case
+    file gives an ``error`` result.  Raises SpoolError when the suite directory is missing
+    or ``opts.only`` names a case that does not exist.
+    """
+    opts = opts or RunOptions()
+    suite = Path(suite_dir)
+    results: list[CaseResult] = []
+    seen: set[str] = set()
+    for path, case in iter_cases(suite):
+        if isinstance(case, CaseError):
+            if not opts.only or path.stem in opts.only:
+                results.append(CaseResult(name=path.stem, outcome="error", explanation=str(case), status="invalid",
+                                          case_path=path))
+            seen.add(path.stem)
+            continue
+        seen.add(case.name)
+        if opts.only and case.name not in opts.only:
+            continue
+        runnable = case.status == "confirmed" or (opts.include_pending and case.status == "pending")
+        if not runnable and not (opts.only and case.status != "rejected"):
+            results.append(CaseResult(name=case.name, outcome=None, explanation=f"status: {case.status}",
+                                      status=case.status, case_path=path, cassette=case.cassette))
+            continue
+        results.append(run_case(case, path, suite, opts))
+    unknown = [n for n in opts.only if n not in seen]
+    if unknown:
+        raise SpoolError(f"no case named {', '.join(unknown)} in {suite}; see `ls {suite}`")
+    return results
