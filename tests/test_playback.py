@@ -49,9 +49,11 @@ def write(tmp_path, name, interactions) -> str:
 
 
 @contextmanager
-def playback(paths, fake_provider, **cfg):
+def playback(paths, fake_provider, catch_all=False, **cfg):
     session = PlaybackSession(PlaybackConfig(cassettes=list(paths), **cfg))
     rules = [f"api.openai.com:443:127.0.0.1:{fake_provider.port}", f"api.anthropic.com:443:127.0.0.1:{fake_provider.port}"]
+    if catch_all:  # every other connection too, including the loopback replay server's
+        rules.append(f"::127.0.0.1:{fake_provider.http_port}")
     with ProxyRunner([Playback(session)], options={"connection_strategy": "lazy", "upstream_cert": False}, connect_to=rules) as runner:
         yield runner, session
     assert fake_provider.connections == 0
@@ -150,7 +152,7 @@ EVENTS = [f'data: {{"n": {i}}}\n\n'.encode() for i in range(5)] + [b"data: [DONE
 def test_stream_is_served_with_recorded_chunk_boundaries(tmp_path, fake_provider):
     path = write(tmp_path, "sse.yaml", [sse_interaction(EVENTS), sse_interaction(EVENTS)])
     for realtime in (False, True):
-        with playback([path], fake_provider, realtime=realtime) as (runner, session), client(runner) as c:
+        with playback([path], fake_provider, catch_all=True, realtime=realtime) as (runner, session), client(runner) as c:
             r = sse_interaction(EVENTS).request
             with c.stream("POST", CHAT, content=r.body, headers={"content-type": "application/json"}) as resp:
                 assert resp.headers["content-type"] == "text/event-stream"

@@ -137,6 +137,18 @@ class Playback:
             status, headers, body = miss_response(decision.lookup)  # type: ignore[arg-type]
             self._respond(flow, status, headers, body)
 
+    def server_connect(self, data) -> None:
+        """Keep connections to the replay server on loopback even under a catch-all
+        ``--connect-to ::HOST:PORT`` rule (which the connect-to addon applied just before)."""
+        server = data.server
+        mine = ("127.0.0.1", self.streamer.port)
+        if server.address is None or tuple(server.address[:2]) == mine:
+            return
+        redirect = ctx.master.addons.get("connectto")
+        original = getattr(redirect, "_original", {}).get(server.id) if redirect is not None else None
+        if original is not None and tuple(original[:2]) == mine:
+            server.address = mine
+
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if flow.metadata.get(META + ".stream") and flow.response is not None:
             flow.response.stream = True
