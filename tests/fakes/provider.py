@@ -215,6 +215,9 @@ class _Server(ThreadingHTTPServer):
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, addr = self.socket.accept()
+        # flush every write at once (as real API front ends do): without this, Nagle's
+        # algorithm holds small SSE events back until the client's delayed ACK (~40 ms)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.provider._accepted(sock)
         if self.context is not None:
             sock = self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
