@@ -1,0 +1,96 @@
+"""``python -m bench [--quick] [--only B1,B3] [--out DIR] [--keep]``: run the benchmarks and
+write ``results.md``/``results.json`` (``results-quick.*`` with ``--quick``) into ``--out``
+(default: this directory).  Exit status 0 when every row was produced, even if targets were
+missed or a subject was not available (those rows say so); 1 on an internal error."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import b1_record, b2_playback, b3_load, b4_detect, b5_startup, b6_memory, env, report
+from .config import FULL, QUICK
+from .ctx import RunContext
+
+SECTIONS = {
+    "B1": (b1_record.run, [b1_record.specs]),
+    "B2": (b2_playback.run, [b2_playback.specs, b2_playback.b6_specs]),
+    "B3": (b3_load.run, [b3_load.specs]),
+    "B4": (b4_detect.run, [b4_detect.specs]),
+    "B5": (b5_startup.run, [b5_startup.specs]),
+    "B6": (b6_memory.run, [b6_memory.specs]),
+}
+HERE = Path(__file__).resolve().parent
+
+
+def all_specs() -> dict[str, list[tuple[str, str, str, str]]]:
+    """Section -> every row it declares (``(id, subject, metric, unit)``), in table order."""
+    out: dict[str, list] = {}
+    for sec, (_, fns) in SECTIONS.items():
+        for fn in fns:
+            rows = fn()
+            out.setdefault(rows[0][0].split(".")[0], []).extend(rows)
+    return out
+
+
+def row_ids() -> list[str]:
+    """Every row id a complete run writes (the smoke test checks them all)."""
+    return [r[0] for rows in all_specs().values() for r in rows]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, few repeats (smoke run, ~30 s)")
+    ap.add_argument("--only", default="", help="comma-separated sections, e.g. B1,B3 (others: not run)")
+    ap.add_argument("--out", type=Path, default=HERE, help="directory for the results files")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, cassettes)")
+    args = ap.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    only = {s.strip().upper() for s in args.only.split(",") if s.strip()}
+    res = report.Results()
+    for sec, rows in all_specs().items():
+        res.declare(sec, rows)
+    started = time.time()
+    header = {
+        "command": "python -m bench" + ("" if argv is None and len(sys.argv) < 2 else " " + shlex.join(argv if argv is not None else sys.argv[1:])),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "mode": "quick (smoke sizes; not for comparison)" if cfg.quick else "full",
+        "machine": env.machine(),
+        "versions": env.versions(),
+        "config": cfg.__dict__,
+    }
+    failed = False
+    with RunContext(cfg, keep=args.keep) as ctx:
+        print(f"bench: scratch directory {ctx.work}", file=sys.stderr)
+        for sec, (fn, _) in SECTIONS.items():
+            if only and sec not in only:
+                res.unavailable(sec + ".", "section not run (--only)")
+                continue
+            t0 = time.time()
+            print(f"bench: {sec} ...", file=sys.stderr, flush=True)
+            try:
+                fn(res, ctx)
+            except Exception as exc:
+                failed = True
+                traceback.print_exc()
+                res.unavailable(sec + ".", f"{sec} failed: {type(exc).__name__}: {exc}")
+            print(f"bench: {sec} done in {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
+        if sec == "B6" or True:
+            pass
+    header["duration_s"] = time.time() - started
+    header["machine"]["load_end"] = env.load()
+    notes_file = HERE / "analysis.md"
+    notes = notes_file.read_text() if notes_file.exists() and not cfg.quick else ""
+    stem = "results-quick" if cfg.quick else "results"
+    jpath, mpath = report.write(res, args.out, header, stem=stem, notes=notes)
+    print(f"bench: wrote {mpath} and {jpath} in {header['duration_s']:.0f} s", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
