@@ -1,0 +1,84 @@
+"""Helpers shared by the provider adapters: JSON access, argument parsing, content text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...cassettes.model import Interaction, parse_json
+from ..models import ToolCall
+
+
+def request_json(it: Interaction) -> Any:
+    """The request body as JSON (None when not JSON)."""
+    return parse_json(it.request.body)
+
+
+def response_json(it: Interaction) -> Any:
+    """The response body as JSON (None when absent or not JSON)."""
+    return parse_json(it.response.body) if it.response is not None else None
+
+
+def make_tool_call(call_id: str | None, name: str, raw: Any, parse: bool = True) -> ToolCall:
+    """A ToolCall from raw arguments: a string (parsed as JSON unless ``parse`` is False,
+    as for calls repeated in a request's history) or an already parsed value."""
+    if raw is None:
+        raw = ""
+    if isinstance(raw, str) and not parse:
+        return ToolCall(id=call_id, name=name or "", arguments_raw=raw)
+    if isinstance(raw, str):
+        if not raw.strip():
+            return ToolCall(id=call_id, name=name or "", arguments_raw=raw, arguments={})
+        try:
+            return ToolCall(id=call_id, name=name or "", arguments_raw=raw, arguments=json.loads(raw))
+        except ValueError as exc:
+            return ToolCall(id=call_id, name=name or "", arguments_raw=raw, parse_error=str(exc))
+    return ToolCall(id=call_id, name=name or "", arguments_raw=json.dumps(raw, ensure_ascii=False), arguments=raw)
+
+
+def content_text(content: Any) -> str:
+    """Text of a message content: a string, or a list of parts with ``text`` (OpenAI,
+    Anthropic, Cohere, Bedrock part shapes).  Non-text parts are skipped."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out = []
+        for part in content:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, dict):
+                t = part.get("text")
+                if isinstance(t, str):
+                    out.append(t)
+                elif isinstance(part.get("json"), (dict, list)):
+                    out.append(json.dumps(part["json"], ensure_ascii=False))
+                elif isinstance(part.get("content"), (str, list)):
+                    out.append(content_text(part["content"]))
+        return "\n".join(out)
+    if isinstance(content, dict):
+        return json.dumps(content, ensure_ascii=False)
+    return str(content)
+
+
+def error_of(doc: Any) -> tuple[str | None, str | None]:
+    """(message, code) of a provider error body: ``{"error": {...}}``, ``{"error": "..."}``,
+    ``{"message": ...}`` (Bedrock, Cohere) or a list holding one of these (Gemini)."""
+    if isinstance(doc, list) and doc:
+        doc = doc[0]
+    if not isinstance(doc, dict):
+        return None, None
+    err = doc.get("error")
+    if isinstance(err, dict):
+        code = err.get("code") or err.get("type") or err.get("status")
+        return (str(err.get("message") or err.get("type") or json.dumps(err)), None if code is None else str(code))
+    if isinstance(err, str):
+        return err, None
+    if isinstance(doc.get("message"), str) and len(doc) <= 4:
+        return doc["message"], str(doc.get("__type") or doc.get("code") or "") or None
+    return None, None
+
+
+def safe_int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None

@@ -1,0 +1,145 @@
+"""Google Gemini ``models/<m>:generateContent`` and ``:streamGenerateContent`` (SSE with
+``alt=sse``, else a streamed JSON array of ``GenerateContentResponse`` objects).
+Parts: ``text`` (``thought: true`` marks reasoning), ``functionCall {name, args, id?}``;
+requests carry ``functionResponse {name, response}``.  Gemini calls have no ids unless
+the server sends one, so calls get ``<name>#<n>`` and results are linked by name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ...cassettes.model import Interaction
+from ..models import Message, ModelCall, StreamInfo, ToolSpec, Usage
+from .common import error_of, make_tool_call, request_json, response_json, safe_int
+from .sse import json_events, looks_like_sse, parse_json_array_stream, parse_sse
+
+API = "gemini-generateContent"
+_PATH = re.compile(r"/models/([^/:]+):(generateContent|streamGenerateContent)$")
+FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "RECITATION": "content_filter",
+          "PROHIBITED_CONTENT": "content_filter", "BLOCKLIST": "content_filter", "SPII": "content_filter",
+          "IMAGE_SAFETY": "content_filter", "MALFORMED_FUNCTION_CALL": "error", "UNEXPECTED_TOOL_CALL": "error"}
+
+
+def matches(path: str, body: Any) -> bool:
+    return "Content" in path and bool(_PATH.search(path))
+
+
+def parse_request_messages(req: dict) -> list[Message]:
+    out: list[Message] = []
+    si = req.get("systemInstruction") or req.get("system_instruction")
+    if isinstance(si, dict):
+        out.append(Message(role="system", text="\n".join(str(p.get("text") or "") for p in si.get("parts") or [] if isinstance(p, dict))))
+    for c in req.get("contents") or []:
+        if not isinstance(c, dict):
+            continue
+        role = "assistant" if c.get("role") == "model" else str(c.get("role") or "user")
+        msg = Message(role=role)
+        texts = []
+        for p in c.get("parts") or []:
+            if not isinstance(p, dict):
+                continue
+            if isinstance(p.get("text"), str) and not p.get("thought"):
+                texts.append(p["text"])
+            fc = p.get("functionCall") or p.get("function_call")
+            if isinstance(fc, dict):
+                msg.tool_calls.append(make_tool_call(fc.get("id"), fc.get("name") or "", fc.get("args") or {}))
+            fr = p.get("functionResponse") or p.get("function_response")
+            if isinstance(fr, dict):
+                resp = fr.get("response")
+                out.append(Message(role="tool", tool_call_id=fr.get("id"), tool_name=fr.get("name"),
+                                   text=json.dumps(resp, ensure_ascii=False) if not isinstance(resp, str) else resp,
+                                   content_json=resp))
+        msg.text = "\n".join(texts)
+        if msg.text or msg.tool_calls:
+            out.append(msg)
+    return out
+
+
+def parse_tools(req: dict) -> list[ToolSpec]:
+    tools = []
+    raw = req.get("tools") or []
+    for t in [raw] if isinstance(raw, dict) else raw:
+        if not isinstance(t, dict):
+            continue
+        for fd in t.get("functionDeclarations") or t.get("function_declarations") or []:
+            if isinstance(fd, dict) and fd.get("name"):
+                schema = fd.get("parametersJsonSchema") or fd.get("parameters")
+                tools.append(ToolSpec(name=fd["name"], schema=schema if isinstance(schema, dict) else None))
+    return tools
+
+
+def parse(it: Interaction, provider: str = "gemini", req: Any = None) -> ModelCall:
+    """Parse one generateContent / streamGenerateContent interaction into a ModelCall."""
+    req = request_json(it) if req is None else req
+    req = req if isinstance(req, dict) else {}
+    m = _PATH.search(it.request.url.path)
+    gc = req.get("generationConfig") if isinstance(req.get("generationConfig"), dict) else {}
+    call = ModelCall(provider=provider, api=API, model=m.group(1) if m else None, messages=parse_request_messages(req),
+                     tools=parse_tools(req), max_tokens=safe_int(gc.get("maxOutputTokens")),
+                     structured_output=gc.get("responseMimeType") == "application/json")
+    streaming = bool(m and m.group(2) == "streamGenerateContent")
+    resp = it.response
+    call.stream.is_stream = streaming
+    if resp is None:
+        return call
+    if resp.status >= 400 or not resp.body:
+        call.error, call.error_code = error_of(response_json(it))
+        return call
+    info = StreamInfo(is_stream=streaming)
+    if looks_like_sse(resp.body, resp.content_type):
+        info.format = "sse"
+        chunks = [d for _, d in json_events(parse_sse(resp.body)) if isinstance(d, dict)]
+        closed = True
+    elif streaming:
+        info.format = "json-array"
+        chunks, closed = parse_json_array_stream(resp.body)
+    else:
+        doc = response_json(it)
+        chunks, closed = ([doc] if isinstance(doc, dict) else []), True
+    calls = 0
+    for ch in chunks:
+        if not isinstance(ch, dict):
+            continue
+        info.events += 1
+        if ch.get("error"):
+            call.error, call.error_code = error_of(ch)
+        call.model = ch.get("modelVersion") or call.model
+        u = ch.get("usageMetadata")
+        if isinstance(u, dict):
+            out_tokens = (safe_int(u.get("candidatesTokenCount")) or 0) + (safe_int(u.get("thoughtsTokenCount")) or 0)
+            call.usage = Usage(input_tokens=safe_int(u.get("promptTokenCount")), output_tokens=out_tokens,
+                               total_tokens=safe_int(u.get("totalTokenCount")))
+        pf = ch.get("promptFeedback")
+        if isinstance(pf, dict) and pf.get("blockReason"):
+            call.refusal = f"prompt blocked: {pf['blockReason']}"
+            call.finish_reason, call.finish_reason_raw = "content_filter", str(pf["blockReason"])
+            info.finish_seen = True
+        for cand in (ch.get("candidates") or [])[:1]:
+            if not isinstance(cand, dict):
+                continue
+            for p in (cand.get("content") or {}).get("parts") or []:
+                if not isinstance(p, dict):
+                    continue
+                if isinstance(p.get("text"), str):
+                    if p.get("thought"):
+                        call.reasoning += p["text"]
+                    else:
+                        call.text += p["text"]
+                fc = p.get("functionCall")
+                if isinstance(fc, dict):
+                    calls += 1
+                    call.tool_calls.append(make_tool_call(fc.get("id") or f"{fc.get('name')}#{calls}", fc.get("name") or "", fc.get("args") or {}))
+            fr = cand.get("finishReason")
+            if fr and fr != "FINISH_REASON_UNSPECIFIED":
+                info.finish_seen = True
+                call.finish_reason_raw = str(fr)
+                call.finish_reason = FINISH.get(str(fr), "other")  # type: ignore[assignment]
+    if call.finish_reason == "stop" and call.tool_calls:
+        call.finish_reason = "tool_calls"
+    info.terminal_seen = info.finish_seen
+    info.complete = (info.finish_seen and closed and it.error is None) if streaming else True
+    call.stream = info
+    return call

@@ -1,0 +1,166 @@
+"""What every detector gets: the cassette, its transcript, the config, an evidence
+builder, and shared judgements (is a step an LLM call, did a tool fail, does an answer
+admit a failure, is an HTML body an error page)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from ...cassettes.model import Cassette, parse_json
+from ..config import DetectConfig
+from ..evidence import EvidenceBuilder
+from ..models import Evidence, Finding, Step, ToolResult, Transcript
+
+#: words by which an answer tells the user that something failed
+ACK = re.compile(
+    r"\b(fail(ed|s|ure)?|error(s|ed)?|unavailable|down|unable|could ?n[o']t|can ?n[o']t|cannot|not able|"
+    r"timed? ?out|time-?out|sorry|unfortunately|did ?n[o']t|was ?n[o']t|were ?n[o']t|is ?n[o']t|not found|"
+    r"no longer|conflict|locked|denied|refused|rejected|unsuccessful|try again later|went wrong|problem)\b",
+    re.IGNORECASE,
+)
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\s*at [\w$.]+\(.*:\d+\)$|\bException: ", re.MULTILINE)
+HTML_START = re.compile(rb"^\s*(<!doctype html|<html[\s>]|<head[\s>]|<body[\s>])", re.IGNORECASE)
+ERROR_PAGE = re.compile(
+    r"<title>[^<]*(\b[45]\d\d\b|error|unavailable|bad gateway|gateway time-?out|attention required|just a moment|"
+    r"access denied|forbidden|not found)[^<]*</title>|cloudflare|cf-error|cf-ray|nginx",
+    re.IGNORECASE,
+)
+NON_RETRYABLE_CODES = {"insufficient_quota", "invalid_api_key", "invalid_request_error", "authentication_error",
+                       "permission_error", "not_found_error", "billing_hard_limit_reached", "model_not_found"}
+
+
+@dataclass
+class Context:
+    """Input of a detector: ``check(ctx) -> list[Finding]``."""
+
+    cassette: Cassette
+    transcript: Transcript
+    config: DetectConfig
+    ev: EvidenceBuilder
+    prior: list[Finding] = field(default_factory=list)  # findings of the detectors that ran before
+    _cache: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> list[Step]:
+        return self.transcript.steps
+
+    def finding(self, kind: str, severity: str, interactions: list[int], message: str,
+                evidence: list[Evidence | None]) -> Finding:
+        return Finding(kind=kind, severity=severity, interactions=sorted(set(interactions)), message=message,  # type: ignore[arg-type]
+                       evidence=[e for e in evidence if e is not None])
+
+    def body_text(self, i: int) -> str:
+        r = self.cassette.interactions[i].response
+        return r.text if r is not None else ""
+
+    def body_json(self, i: int) -> Any:
+        key = f"json:{i}"
+        if key not in self._cache:
+            r = self.cassette.interactions[i].response
+            self._cache[key] = parse_json(r.body) if r is not None else None
+        return self._cache[key]
+
+    def date(self, i: int) -> float | None:
+        """The response's ``Date`` header as a POSIX timestamp (1 s resolution), or the
+        spoolproxy start time when recorded."""
+        it = self.cassette.interactions[i]
+        if it.started_at is not None:
+            return it.started_at.timestamp()
+        d = it.response.header("date") if it.response is not None else None
+        if not d:
+            return None
+        try:
+            return parsedate_to_datetime(d).timestamp()
+        except (TypeError, ValueError):
+            return None
+
+    def acknowledges(self, text: str, extra: list[str] | None = None) -> bool:
+        """True when ``text`` tells the user something failed (lexicon + config ``ack_patterns``)."""
+        if ACK.search(text):
+            return True
+        return any(re.search(p, text, re.IGNORECASE) for p in [*self.config.ack_patterns, *(extra or [])])
+
+    def is_html(self, i: int) -> bool:
+        r = self.cassette.interactions[i].response
+        if r is None or not r.body:
+            return False
+        return self.steps[i].content_type in ("text/html", "application/xhtml+xml") or bool(HTML_START.match(r.body[:200]))
+
+    def is_error_page(self, i: int) -> bool:
+        """An HTML body that is an error/challenge page (by status or by its markers)."""
+        if not self.is_html(i):
+            return False
+        s = self.steps[i]
+        return (s.status or 0) >= 400 or bool(ERROR_PAGE.search(self.body_text(i)[:4000]))
+
+    def recovered_later(self, i: int) -> bool:
+        """True when a later LLM call succeeded (a retry or fallback after step ``i``)."""
+        return any(s.kind == "llm" and s.ok and s.llm is not None and not s.llm.error for s in self.steps[i + 1:])
+
+    def tool_failure(self, res: ToolResult) -> tuple[str, list[Evidence | None]] | None:
+        """Why a tool result signals failure (None when it does not).
+
+        Signals: the HTTP/MCP interaction that produced it failed (4xx/5xx, HTML error
+        page, MCP ``isError``/JSON-RPC error); the result is marked ``is_error``; its JSON
+        says ``ok: false``, has a non-empty ``error``/``errors`` field or ``status: error``;
+        it holds traceback text or matches a configured ``error_patterns`` regex.
+        """
+        src = res.source_interaction
+        if src is not None:
+            s = self.steps[src]
+            if s.kind == "mcp" and s.mcp is not None and s.mcp.is_error:
+                return (f"MCP tools/call {s.mcp.tool_name} returned isError",
+                        [self.ev.quote(src, "response.body", '"isError":true'), self.ev.field(src, "mcp.result_text")])
+            if s.transport_error or (s.status or 0) >= 400:
+                return (f"{s.method} {s.host} answered {s.status or s.transport_error}",
+                        [self.ev.quote(src, "response.status", str(s.status)) if s.status else self.ev.field(src, "error.message"),
+                         self.ev.field(src, "response.body", max_len=120)])
+            if self.is_error_page(src):
+                return (f"{s.host} sent an HTML error page", [self.ev.field(src, "response.body", max_len=120)])
+        if res.is_error:
+            return ("the tool result is marked is_error", [self._result_ev(res, res.content[:120])])
+        doc = res.content_json if res.content_json is not None else parse_json(res.content.encode("utf-8", "replace"))
+        jf = _json_failure(doc)
+        if jf:
+            return (f"the tool result says {jf[0]}", [self._result_ev(res, jf[1])])
+        m = TRACEBACK.search(res.content)
+        if m:
+            return ("the tool result holds a traceback", [self._result_ev(res, m.group(0))])
+        for p in self.config.error_patterns:
+            m = re.search(p, res.content)
+            if m:
+                return (f"the tool result matches {p!r}", [self._result_ev(res, m.group(0))])
+        return None
+
+    def _result_ev(self, res: ToolResult, quote: str) -> Evidence | None:
+        if res.source_interaction is not None:
+            e = self.ev.quote(res.source_interaction, "response.body", quote)
+            if e:
+                return e
+        return self.ev.quote(res.interaction, "request.body", quote) or self.ev.quote(
+            res.interaction, "request.body", quote.replace('"', '\\"'))
+
+
+def _json_failure(doc: Any) -> tuple[str, str] | None:
+    """(reason, verbatim-ish quote) when a JSON tool body reports failure."""
+    if not isinstance(doc, dict):
+        return None
+    for key in ("ok", "success"):
+        if doc.get(key) is False:
+            err = doc.get("error")
+            if isinstance(err, str) and err:
+                return f'{key}: false, error "{err}"', err
+            return f"{key}: false", key
+    err = doc.get("error") if "error" in doc else doc.get("errors")
+    if err not in (None, "", [], {}, False):
+        if isinstance(err, str):
+            return f'error "{err}"', err
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return f'error "{err["message"]}"', err["message"]
+        return "an error field", "error"
+    if isinstance(doc.get("status"), str) and doc["status"].lower() == "error":
+        return 'status "error"', "error"
+    return None

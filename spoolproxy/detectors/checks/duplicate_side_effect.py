@@ -1,0 +1,61 @@
+"""duplicate_side_effect: an identical non-idempotent request (POST/PUT/PATCH/DELETE,
+same URL and body bytes) to a non-LLM, non-MCP host sent 2+ times in one run.  Hosts
+that served an LLM call in the cassette and read-only LLM endpoints (embeddings, token
+counting, Ollama ``/api/show``) are not side effects.  Requests
+that share one ``Idempotency-Key`` header value are deduplicated by the server and not
+flagged; a fresh key per attempt does not help.
+
+Severity: error when at least two attempts may have taken effect (2xx without an
+``ok: false``/``error`` body, or a 5xx/timeout whose outcome is unknown) and one
+succeeded; warn otherwise (every attempt was rejected).
+
+Public failures: stripe/ai#402, crewAIInc/crewAI#5802 (BR-16, a refund sent twice after a
+gateway timeout).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ...cassettes.model import parse_json
+from .base import Context, _json_failure
+
+KIND = "duplicate_side_effect"
+UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
+#: read-only LLM API endpoints that use POST (embeddings, token counting, Ollama model info)
+LLM_PATHS = re.compile(r"/(embeddings|count_tokens|countTokens|api/show|api/embed|api/embeddings|batchEmbedContents|embedContent)\b")
+
+
+def check(ctx: Context) -> list:
+    groups: dict[tuple, list[int]] = {}
+    llm_hosts = {s.host for s in ctx.steps if s.kind == "llm"}
+    for s in ctx.steps:
+        if s.kind != "http" or s.method not in UNSAFE or s.host in llm_hosts or LLM_PATHS.search(s.url):
+            continue
+        req = ctx.cassette.interactions[s.index].request
+        groups.setdefault((req.method, req.uri, req.body), []).append(s.index)
+    out = []
+    for (method, uri, _), idxs in groups.items():
+        if len(idxs) < 2:
+            continue
+        keys = {ctx.cassette.interactions[i].request.header("idempotency-key") for i in idxs}
+        if len(keys) == 1 and None not in keys:
+            continue
+        effective = [i for i in idxs if _may_have_effect(ctx, i)]
+        ok = [i for i in effective if (ctx.steps[i].status or 0) < 400 and ctx.steps[i].status is not None]
+        sev = "error" if len(effective) >= 2 and ok else "warn"
+        statuses = ", ".join(str(ctx.steps[i].status or ctx.steps[i].transport_error) for i in idxs)
+        ev = [ctx.ev.quote(i, "request.uri", uri) for i in idxs[:2]]
+        ev.append(ctx.ev.field(ok[-1], "response.body", max_len=120) if ok else None)
+        out.append(ctx.finding(KIND, sev, idxs, f"identical {method} {uri} sent {len(idxs)} times (statuses {statuses})", ev))
+    return out
+
+
+def _may_have_effect(ctx: Context, i: int) -> bool:
+    s = ctx.steps[i]
+    if s.transport_error is not None or s.status is None or s.status >= 500:
+        return True
+    if s.status >= 400:
+        return False
+    r = ctx.cassette.interactions[i].response
+    return _json_failure(parse_json(r.body) if r is not None else None) is None

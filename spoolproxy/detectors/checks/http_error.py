@@ -1,0 +1,66 @@
+"""http_error: a provider or tool request got a 4xx/5xx response, a transport failure, or
+a provider error object inside a 200 body or stream (``event: error``, ``{"error": ...}``).
+
+Severity (an error the run recovered from is never error):
+
+* LLM call: ``warn`` when a later LLM call succeeded (SDK retry, fallback), else ``error``;
+* tool interaction (its body was fed back to the model): ``warn`` when the run still
+  reaches a final answer, else ``error``;
+* other traffic (telemetry, downloads): ``info`` with a final answer, else ``warn``;
+* statuses listed in ``[detect] expected_status``: ``info``.
+
+Public failures: openai/openai-python 429/400 handling, BR-10 (pydantic-ai 400 after an
+unknown tool), BR-16 (504 gateway timeout).
+"""
+
+from __future__ import annotations
+
+from .base import Context
+
+KIND = "http_error"
+
+
+def check(ctx: Context) -> list:
+    out = []
+    fa = ctx.transcript.final_answer
+    sources = {r.source_interaction for r in ctx.transcript.tool_results if r.source_interaction is not None}
+    for s in ctx.steps:
+        failed = s.transport_error is not None or (s.status is not None and s.status >= 400)
+        in_body = not failed and s.llm is not None and s.llm.error is not None
+        if not failed and not in_body:
+            continue
+        i = s.index
+        if s.status in ctx.config.expected_status:
+            sev = "info"
+        elif s.kind == "llm":
+            sev = "warn" if ctx.recovered_later(i) else "error"
+        elif i in sources or s.kind == "mcp":
+            sev = "warn" if fa is not None and fa.interaction > i else "error"
+        else:
+            sev = "info" if fa is not None else "warn"
+        what = f"{s.status}" if s.status is not None else f"transport failure ({s.transport_error})"
+        if in_body:
+            what = f"an error inside its {s.status} {'stream' if s.llm.stream.is_stream else 'body'}"
+        detail = ""
+        ev = [None if in_body else ctx.ev.quote(i, "response.status", str(s.status)) if s.status is not None
+              else ctx.ev.field(i, "error.message")]
+        if s.llm is not None and s.llm.error:
+            detail = f": {s.llm.error[:160]}"
+            ev.append(ctx.ev.quote(i, "response.body", s.llm.error))
+        elif s.status is not None:
+            ev.append(ctx.ev.field(i, "response.body", max_len=160))
+        role = "LLM call" if s.kind == "llm" else "MCP call" if s.kind == "mcp" else "tool call" if i in sources else "request"
+        key = (role, s.method, s.url, s.status, sev, detail)
+        if out and out[-1][0] == key:
+            f = out[-1][1]
+            f.interactions.append(i)
+            f.message = f"{role} {s.method} {s.host}{_path(s.url)} got {what} {len(f.interactions)} times{detail}"
+            continue
+        out.append((key, ctx.finding(KIND, sev, [i], f"{role} {s.method} {s.host}{_path(s.url)} got {what}{detail}", ev)))
+    return [f for _, f in out]
+
+
+def _path(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).path

@@ -1,0 +1,64 @@
+"""tool_error_ignored: a tool result signals failure and the agent answers as if it had
+succeeded.
+
+A result fails when the HTTP/MCP interaction behind it failed (4xx/5xx, HTML error page,
+MCP ``isError: true``), when the client marked it ``is_error``, or when its JSON says
+``ok: false`` / carries an ``error`` field / ``status: "error"``, holds a traceback, or
+matches ``[detect] error_patterns``.  It is *ignored* when the run's final answer comes
+after it, a later call of the same tool did not succeed, and the final answer does not
+admit the failure (a failure lexicon, ``ack_patterns``, or the error text itself).
+Recovered errors (a retry that succeeded, a fallback, an answer that tells the user) are
+not reported.  Severity: error.
+
+Public failures: dograh-hq/dograh#715 (BR-03, a 503 page wrapped as success), llama_index
+PR 22944 (BR-12, MCP ``isError`` passed on as data), crewAI PR 6712 (BR-15, ``ok: false``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .base import Context
+
+KIND = "tool_error_ignored"
+
+
+def check(ctx: Context) -> list:
+    fa = ctx.transcript.final_answer
+    if fa is None:
+        return []
+    results = ctx.transcript.tool_results
+    failed = {id(r): ctx.tool_failure(r) for r in results}
+    by_tool: dict[str, list] = {}
+    for r in results:
+        f = failed[id(r)]
+        if f is None or r.interaction > fa.interaction:
+            continue
+        later_ok = any(r2.name == r.name and failed[id(r2)] is None and _after(r2, r) for r2 in results)
+        if later_ok:
+            continue
+        extra = [re.escape(q.quote) for e in f[1] if e is not None for q in [e] if len(q.quote) <= 40]
+        if ctx.acknowledges(fa.text, extra):
+            continue
+        by_tool.setdefault(r.name or "?", []).append((r, f))
+    out = []
+    for name, items in by_tool.items():
+        idxs: list[int] = [fa.interaction]
+        ev = []
+        for r, (reason, evs) in items:
+            idxs.append(r.interaction)
+            if r.source_interaction is not None:
+                idxs.append(r.source_interaction)
+            ev.extend(evs[:2])
+        reason = items[-1][1][0]
+        ev.append(ctx.ev.field(fa.interaction, "message.text", max_len=160))
+        n = f"{len(items)} failed results" if len(items) > 1 else "a failed result"
+        out.append(ctx.finding(KIND, "error", idxs, f"tool {name} returned {n} ({reason}) and the final answer "
+                               f"does not mention it", ev))
+    return out
+
+
+def _after(r2, r) -> bool:
+    a2 = r2.call_interaction if r2.call_interaction is not None else r2.interaction
+    a1 = r.call_interaction if r.call_interaction is not None else r.interaction
+    return a2 > a1 or (r2.interaction > r.interaction)
