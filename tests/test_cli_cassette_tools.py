@@ -4,6 +4,7 @@ cassettes load in stock vcrpy and replay through ``vcr.use_cassette`` + httpx.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -190,3 +191,25 @@ def test_export_to_stdout_and_bad_input(tmp_path):
     r = spool("export", str(bad), "-o", str(tmp_path / "x.yaml"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "spoolproxy: error:" in r.stderr
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_pytest_recording_replays_v1_with_the_documented_conftest(tmp_path):
+    """docs/cassette-format.md: registering the serializer as "yaml" lets pytest-recording
+    replay a spoolproxy cassette under its usual name."""
+    save(Redactor().cassette(Cassette(interactions=[chat(1)])), tmp_path / "cassettes" / "test_agent" / "test_answer.yaml")
+    (tmp_path / "conftest.py").write_text(
+        "from spoolproxy.cassettes import vcrpy_serializer\n\n"
+        "def pytest_recording_configure(config, vcr):\n"
+        "    vcr.register_serializer('yaml', vcrpy_serializer)\n")
+    (tmp_path / "test_agent.py").write_text(
+        "import httpx, json, pytest\n\n"
+        "@pytest.mark.vcr\n"
+        "def test_answer():\n"
+        "    r = httpx.post('https://api.openai.com/v1/chat/completions', json={})\n"
+        "    assert r.json()['choices'][0]['message']['content'] == 'answer 1'\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--record-mode=none",
+                        "-c", "/dev/null", "--rootdir", str(tmp_path), str(tmp_path / "test_agent.py")],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 passed" in r.stdout
