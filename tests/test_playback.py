@@ -59,12 +59,22 @@ def playback(paths, fake_provider, catch_all=False, **cfg):
     assert fake_provider.connections == 0
 
 
+_TLS: list[ssl.SSLContext] = []
+
+
+def tls() -> ssl.SSLContext:
+    """One client SSL context trusting the spoolproxy CA bundle (building one costs ~0.1 s)."""
+    if not _TLS:
+        _TLS.append(ssl.create_default_context(cafile=str(ensure_ca().bundle)))
+    return _TLS[0]
+
+
 def client(runner) -> httpx.Client:
-    return httpx.Client(proxy=runner.proxy_url, verify=ssl.create_default_context(cafile=str(ensure_ca().bundle)), timeout=20)
+    return httpx.Client(proxy=runner.proxy_url, verify=tls(), timeout=20)
 
 
 def sdk(runner) -> openai.OpenAI:
-    http = openai.DefaultHttpxClient(proxy=runner.proxy_url, verify=ssl.create_default_context(cafile=str(ensure_ca().bundle)))
+    http = openai.DefaultHttpxClient(proxy=runner.proxy_url, verify=tls())
     return openai.OpenAI(api_key=KEY, http_client=http)
 
 
@@ -123,10 +133,9 @@ def test_32_parallel_identical_and_distinct_requests_each_served_once(tmp_path, 
     inter = [Interaction(request=same, response=completion(f"s{i}")) for i in range(16)]
     inter += [Interaction(request=d, response=completion(f"d{i}")) for i, d in enumerate(distinct)]
     path = write(tmp_path, "par.yaml", inter)
-    with playback([path], fake_provider) as (runner, session):
-        def one(r):
-            with client(runner) as c:
-                return c.post(CHAT, content=r.body, headers={"content-type": "application/json"}).json()
+    with playback([path], fake_provider) as (runner, session), client(runner) as c:
+        def one(r):  # one shared client: up to 32 connections in parallel
+            return c.post(CHAT, content=r.body, headers={"content-type": "application/json"}).json()
 
         with ThreadPoolExecutor(32) as pool:
             out = list(pool.map(one, [same] * 16 + distinct))

@@ -12,6 +12,7 @@ recording replaces) followed by the new ones, and removes the sibling.  In mode 
 from __future__ import annotations
 
 import fnmatch
+import inspect
 from pathlib import Path
 from typing import Iterable
 
@@ -19,6 +20,13 @@ from ..cassettes import load, save
 from ..cassettes.model import Cassette
 from ..cassettes.redact import Redactor
 from .addon import META
+
+
+async def _maybe(result):
+    """Await ``result`` when a recorder hook returned a coroutine (hooks may be sync or async)."""
+    if inspect.isawaitable(result):
+        return await result
+    return result
 
 
 class LiveRecorder:
@@ -48,28 +56,28 @@ class LiveRecorder:
     def configure(self, updated) -> None:
         self.recorder.configure(updated)
 
-    def running(self) -> None:
-        self.recorder.running()
+    async def running(self) -> None:
+        await _maybe(self.recorder.running())
 
-    def request(self, flow) -> None:
+    async def request(self, flow) -> None:
         if self._live(flow):
-            self.recorder.requestheaders(flow)
-            self.recorder.request(flow)
+            await _maybe(self.recorder.requestheaders(flow))
+            await _maybe(self.recorder.request(flow))
 
-    def responseheaders(self, flow) -> None:
+    async def responseheaders(self, flow) -> None:
         if self._live(flow):
-            self.recorder.responseheaders(flow)
+            await _maybe(self.recorder.responseheaders(flow))
 
     async def response(self, flow) -> None:
         if self._live(flow):
-            await self.recorder.response(flow)
+            await _maybe(self.recorder.response(flow))
 
     async def error(self, flow) -> None:
         if self._live(flow):
-            await self.recorder.error(flow)
+            await _maybe(self.recorder.error(flow))
 
-    def done(self) -> None:
-        self.recorder.done()
+    async def done(self) -> None:
+        await _maybe(self.recorder.done())
 
     # -- the end ---------------------------------------------------------------------------
     def finish(self, exit_code: int | None = None) -> tuple[Path, int]:
