@@ -43,6 +43,9 @@ from .summary import RunSummary
 
 logger = logging.getLogger(__name__)
 
+#: seconds a shutdown waits for responses whose headers already arrived
+SHUTDOWN_GRACE_S = 1.0
+
 
 #: request headers a client sends only because it talks to a proxy (not recorded)
 PROXY_ONLY_HEADERS = ("proxy-connection",)
@@ -202,8 +205,13 @@ class Recorder:
         failure = classify(msg, had_response=cap.status is not None, request_sent=cap.request is not None)
         await self._complete(flow, failure)
 
-    def done(self) -> None:
-        """Proxy shutdown: journal what is still in flight, marked as cut by the shutdown."""
+    async def done(self) -> None:
+        """Proxy shutdown: give responses already on their way a moment (up to
+        ``SHUTDOWN_GRACE_S``) to complete, then journal what is still in flight, marked as
+        cut by the shutdown."""
+        end = time.monotonic() + SHUTDOWN_GRACE_S
+        while any(c.status is not None for c in self._pending.values()) and time.monotonic() < end:
+            await asyncio.sleep(0.01)
         self._closed = True
         for fid in list(self._pending):
             cap = self._pending.pop(fid)
@@ -226,7 +234,8 @@ class Recorder:
             cap.request = request_of(flow.request)
         it = self._interaction(cap, flow, failure)
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._write, cap.seq, it)
+        # shielded: a shutdown cancelling this handler must not drop the queued write
+        await asyncio.shield(loop.run_in_executor(self._executor, self._write, cap.seq, it))
 
     def _interaction(self, cap: _Capture, flow, failure: Failure | None) -> Interaction:
         response = None

@@ -283,6 +283,8 @@ class ProxyRunner:
 
 async def _cancel_other_tasks() -> None:
     """Cancel the connection handlers still running (clients that kept a connection open)."""
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, _ctx: None)  # cancelled handlers are expected here
     me = asyncio.current_task()
     tasks = [t for t in asyncio.all_tasks() if t is not me and not t.done()]
     for t in tasks:

@@ -117,7 +117,10 @@ class ConnectTo:
     def server_connected(self, data) -> None:
         orig = self._original.pop(data.server.id, None)
         if orig is not None:
-            data.server.address = orig
+            # mitmproxy forbids changing the address of an open connection (to catch addon
+            # mistakes); here it only restores the name the connection is known by, which is
+            # what lets later requests to the original host reuse it.
+            object.__setattr__(data.server, "address", orig)
 
     def server_connect_error(self, data) -> None:
         orig = self._original.pop(data.server.id, None)

@@ -1,0 +1,153 @@
+"""Helpers for the recording-proxy tests (plus a self-check of them).
+
+* ``spool_home``: a session-wide ``SPOOLPROXY_HOME`` in a temporary directory, so the CA
+  and its key never land in the user's home during tests.
+* :func:`recording`: the real :class:`ProxyRunner` + :class:`Recorder`, in-process, with
+  ``--connect-to`` to a :class:`~tests.fakes.FakeProvider` reached as ``api.openai.com``.
+* :func:`run_cli` / :func:`spawn_cli`: ``python -m spoolproxy ...`` as a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from spoolproxy.cassettes.model import Cassette, CassetteMeta
+from spoolproxy.cassettes.redact import Redactor
+from spoolproxy.cli.record import RECORD_OPTIONS
+from spoolproxy.proxy.recorder import Recorder
+from spoolproxy.proxy.runner import ProxyRunner
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=False)
+def spool_home(tmp_path_factory) -> Iterator[Path]:
+    """A per-session SPOOLPROXY_HOME (restored afterwards)."""
+    old = os.environ.get("SPOOLPROXY_HOME")
+    home = tmp_path_factory.mktemp("spoolhome")
+    os.environ["SPOOLPROXY_HOME"] = str(home)
+    try:
+        yield home
+    finally:
+        if old is None:
+            os.environ.pop("SPOOLPROXY_HOME", None)
+        else:
+            os.environ["SPOOLPROXY_HOME"] = old
+
+
+@dataclass
+class Session:
+    """A running in-process recording: ``runner``, ``recorder``; ``cassette`` after exit."""
+
+    runner: ProxyRunner
+    recorder: Recorder
+    path: Path
+    cassette: Cassette | None = None
+    _ssl: ssl.SSLContext | None = None
+
+    def client_ssl(self) -> ssl.SSLContext:
+        """A client SSL context trusting the spoolproxy CA bundle (what SSL_CERT_FILE gets)."""
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context(cafile=str(self.runner.ca.bundle))
+        return self._ssl
+
+
+def openai_via(fake) -> list[str]:
+    """--connect-to rules sending api.openai.com / api.anthropic.com to ``fake``."""
+    return [f"api.openai.com:443:127.0.0.1:{fake.port}", f"api.anthropic.com:443:127.0.0.1:{fake.port}"]
+
+
+@contextmanager
+def recording(
+    path: Path,
+    *,
+    fake=None,
+    connect_to: list[str] | None = None,
+    reverse: tuple[str, ...] = (),
+    max_body_size: int = 10 * 1024 * 1024,
+    large_bodies: str = "spill",
+    redactor: Redactor | None = None,
+    upstream_ca: Path | None = None,
+) -> Iterator[Session]:
+    """Record through a real in-process proxy into ``path``; finish on exit."""
+    rules = list(connect_to or []) + (openai_via(fake) if fake is not None else [])
+    rec = Recorder(
+        path,
+        meta=CassetteMeta(recorder="spoolproxy test", record_mode="all"),
+        redactor=redactor or Redactor(),
+        max_body_size=max_body_size,
+        large_bodies=large_bodies,
+    )
+    runner = ProxyRunner(
+        [rec],
+        options=RECORD_OPTIONS,
+        connect_to=rules,
+        reverse=reverse,
+        upstream_ca=upstream_ca if upstream_ca is not None else (fake.ca_pem_path if fake is not None else None),
+    )
+    rec.open()
+    runner.start()
+    sess = Session(runner, rec, path)
+    try:
+        yield sess
+    finally:
+        runner.stop()
+        sess.cassette = rec.finish(exit_code=0)
+
+
+def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SPOOLPROXY_HOME"] = str(home)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("SPOOLPROXY_CONFIG", None)
+    env.update(extra)
+    return env
+
+
+def run_cli(args: list[str], home: Path, *, cwd: Path | None = None, timeout: float = 60, **env: str) -> subprocess.CompletedProcess:
+    """Run ``python -m spoolproxy ARGS`` to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "spoolproxy", *args],
+        cwd=cwd, env=cli_env(home, **env), capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def spawn_cli(args: list[str], home: Path, *, cwd: Path | None = None, **kw) -> subprocess.Popen:
+    """Start ``python -m spoolproxy ARGS`` in its own session (so it can be signalled)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "spoolproxy", *args],
+        cwd=cwd, env=cli_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, **kw,
+    )
+
+
+def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:
+    """Poll ``predicate`` until true; fail the test after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.02)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def test_recording_helper_records_one_plain_http_request(spool_home, tmp_path, fake_provider):
+    import httpx
+
+    path = tmp_path / "c.yaml"
+    with recording(path, fake=fake_provider) as s:
+        with httpx.Client(proxy=s.runner.proxy_url) as c:
+            r = c.get(f"{fake_provider.http_url}/echo/ping")
+    assert r.status_code == 200
+    assert [i.request.uri for i in s.cassette.interactions] == [f"{fake_provider.http_url}/echo/ping"]
+    assert (spool_home / "mitmproxy" / "mitmproxy-ca.pem").exists()
