@@ -7,7 +7,9 @@ built the same way on both sides:
    the live request looks like the placeholder stored in the cassette;
 2. every redaction placeholder (``REDACTED-openai-key-1a2b3c4d``, bare ``REDACTED``,
    :data:`~spoolproxy.cassettes.redact.PLACEHOLDER_RE`) becomes the wildcard ``REDACTED``,
-   so two different keys never cause a miss;
+   so two different keys never cause a miss; a query parameter whose whole value is a
+   placeholder (``?key=...``) is left out, so a cassette recorded with the parameter
+   filtered out still matches;
 3. ``--normalize REGEX`` matches are replaced by ``<normalized>`` (in JSON string values,
    query values and other text bodies);
 4. ``--ignore-json-path PATH`` values are replaced by ``<ignored>`` (the structure stays);
@@ -242,7 +244,11 @@ class Fingerprinter:
             port = parts.port or DEFAULT_PORTS.get(scheme, 0)
         except ValueError:
             port = 0
-        query = tuple(sorted((k, self.text(v)) for k, v in parse_qsl(parts.query, keep_blank_values=True)))
+        # a credential parameter (its value a placeholder) is ignored altogether: vcrpy users
+        # often drop it when recording (filter_query_parameters), the live request has it
+        query = tuple(sorted(
+            (k, t) for k, v in parse_qsl(parts.query, keep_blank_values=True) if (t := self.text(v)) != WILDCARD
+        ))
         kind, canon, value = self.body(req.body, req.header("content-type") or "")
         headers: tuple[tuple[str, str], ...] = ()
         if self._headers:

@@ -9,8 +9,8 @@ Two dictionaries over the loaded cassettes, each mapping a key to a deque of
   "the next unused interaction with the same method and URL" as a *divergence*.
 
 Served entries are removed lazily from both deques, so every look-up costs O(1) amortised
-whatever the cassette size.  A third map by endpoint (scheme, host, port, path) is only read
-to explain a miss.  All methods are thread-safe (one lock).
+whatever the cassette size.  Maps by endpoint (scheme, host, port, path) and by host are only
+read to explain a miss.  All methods are thread-safe (one lock).
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ class Index:
         self._exact: dict[tuple, deque[Entry]] = {}
         self._by_url: dict[tuple, deque[Entry]] = {}
         self._by_endpoint: dict[tuple, list[Entry]] = {}
+        self._by_host: dict[str, list[Entry]] = {}
         self._last_exact: dict[tuple, Entry] = {}
         self._last_url: dict[tuple, Entry] = {}
         self._lock = threading.Lock()
@@ -108,6 +109,7 @@ class Index:
                 self._exact.setdefault(norm.key, deque()).append(e)
                 self._by_url.setdefault(norm.url_key, deque()).append(e)
                 self._by_endpoint.setdefault(norm.endpoint, []).append(e)
+                self._by_host.setdefault(norm.host, []).append(e)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -168,7 +170,7 @@ class Index:
         return fp.normalize(recorded).key == fp.normalize(actual).key
 
     def _nearest(self, actual: Normalized) -> Entry | None:
-        cands = self._by_endpoint.get(actual.endpoint) or []
+        cands = self._by_endpoint.get(actual.endpoint) or self._by_host.get(actual.host) or []
         if not cands:
             return None
         same = [e for e in cands if e.norm.method == actual.method] or cands

@@ -44,7 +44,7 @@ def miss_message(lookup: Lookup) -> str:
         if lookup.suggestions:
             msg += "; to match, add " + " ".join(lookup.suggestions)
     else:
-        msg += "; no recorded request for this endpoint"
+        msg += "; no recorded request for this host"
     return msg + " (the run's summary and --report FILE list every miss with its diff)"
 
 

@@ -65,7 +65,7 @@ class RequestOutcome(BaseModel):
         if self.nearest is not None:
             lines.append(f"  nearest recorded request: {self.nearest.label()}")
         elif self.outcome == "miss":
-            lines.append("  no recorded request for this endpoint")
+            lines.append("  no recorded request for this host")
         lines += [f"  {r}" for r in self.reasons if not r.startswith("body:") or not self.differences]
         for c in self.differences:
             lines += ["  " + ln for ln in c.render()]

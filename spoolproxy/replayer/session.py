@@ -56,6 +56,7 @@ def load_cassettes(paths: Iterable[str | Path], *, skip_bad: bool = False, missi
     """
     out: list[Cassette] = []
     skipped: list[str] = []
+    seen: set[Path] = set()
     for raw in paths:
         p = Path(raw)
         if missing_ok and not p.exists():
@@ -64,6 +65,9 @@ def load_cassettes(paths: Iterable[str | Path], *, skip_bad: bool = False, missi
         if p.is_dir() and not files:
             raise CassetteError(p, "directory holds no cassettes (*.yaml, *.yml, *.json)")
         for f in files:
+            if f.resolve() in seen:  # a file named twice (itself and through its directory)
+                continue
+            seen.add(f.resolve())
             try:
                 out.append(load(f))
             except CassetteError as exc:
