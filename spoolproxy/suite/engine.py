@@ -12,6 +12,7 @@ replayed stream as streamed, so chunk boundaries are recorded too.
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 from dataclasses import dataclass
@@ -45,12 +46,12 @@ class PlayAndRecord:
         self.recorder.configure(updated)
 
     async def running(self) -> None:
-        await self.playback.running()
-        self.recorder.running()
+        await _call(self.playback.running)
+        await _call(self.recorder.running)
 
     async def done(self) -> None:
-        self.recorder.done()
-        await self.playback.done()
+        await _call(self.recorder.done)
+        await _call(self.playback.done)
 
     def requestheaders(self, flow) -> None:
         if flow.request.pretty_host != CONTROL_HOST:
@@ -65,10 +66,17 @@ class PlayAndRecord:
         self.recorder.responseheaders(flow)
 
     async def response(self, flow) -> None:
-        await self.recorder.response(flow)
+        await _call(self.recorder.response, flow)
 
     async def error(self, flow) -> None:
-        await self.recorder.error(flow)
+        await _call(self.recorder.error, flow)
+
+
+async def _call(hook, *args) -> None:
+    """Call a mitmproxy hook that may be sync or async."""
+    res = hook(*args)
+    if inspect.isawaitable(res):
+        await res
 
 
 @dataclass

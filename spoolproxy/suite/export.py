@@ -74,7 +74,13 @@ def build_case(cas: Cassette, cassette_path: Path, root: Path, report: Report, *
     if not argv:
         raise SpoolError(f"{cassette_path}: the cassette records no command; pass --cmd 'python agent.py ...'")
     if cwd is None:
-        cwd = relative_to(cas.meta.cwd, root) if cas.meta.cwd and not cmd else "."
+        recorded = cas.meta.cwd
+        if cmd or not recorded:
+            cwd = "."
+        elif Path(recorded).is_absolute():
+            cwd = relative_to(recorded, root)
+        else:  # spoolproxy record stores it relative to the project root already
+            cwd = Path(recorded).as_posix()
     return Case(name=name, status=status, command=Command(argv=portable_argv(list(argv)), cwd=cwd),
                 cassette=relative_to(cassette_path, root), signature=signature_of(report),
                 assertions=assertions or Assertions())

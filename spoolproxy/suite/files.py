@@ -20,9 +20,18 @@ from .model import Case, CaseError, validation_message
 DEFAULT_SUITE = "spool"
 
 
+PROJECT_MARKERS = ("spoolproxy.toml", "pyproject.toml", ".git")
+
+
 def project_root(suite_dir: str | Path) -> Path:
-    """The directory case paths are relative to: the parent of the suite directory."""
-    return Path(suite_dir).resolve().parent
+    """The directory case paths are relative to: the nearest directory above the suite
+    holding ``spoolproxy.toml``, ``pyproject.toml`` or ``.git`` (the same project root
+    ``spoolproxy record`` stores the working directory against), else the suite's parent."""
+    parent = Path(suite_dir).resolve().parent
+    for d in (parent, *parent.parents):
+        if any((d / n).exists() for n in PROJECT_MARKERS):
+            return d
+    return parent
 
 
 def case_paths(suite_dir: str | Path) -> list[Path]:

@@ -22,8 +22,9 @@ A case file (``spool/<name>.yaml``)::
       tools_called: [create_refund]
       max_llm_calls: 4
 
-Paths (``command.cwd``, ``cassette``) are relative to the project root, which is the
-directory holding the suite directory (``spool/..``).  Unknown keys are rejected with one
+Paths (``command.cwd``, ``cassette``) are relative to the project root: the nearest
+directory above the suite holding ``spoolproxy.toml``, ``pyproject.toml`` or ``.git``
+(as for ``spoolproxy record``), else the suite directory's parent.  Unknown keys are rejected with one
 line naming the key and the keys allowed there.
 """
 
