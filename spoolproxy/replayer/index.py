@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Literal
 
 from ..cassettes.model import Cassette, Interaction, Request
@@ -28,6 +29,14 @@ from .report import RecordedRef
 
 MatchMode = Literal["default", "exact"]
 NEAREST_CANDIDATES = 25
+
+
+def _display(path) -> str:
+    """``path`` relative to the cwd when it lies below it, else as given."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 @dataclass(eq=False)
@@ -100,7 +109,7 @@ class Index:
 
     def add(self, cas: Cassette, name: str | None = None) -> None:
         """Index every interaction of ``cas`` after those already present."""
-        label = name or (str(cas.path) if cas.path else "<cassette>")
+        label = name or (_display(cas.path) if cas.path else "<cassette>")
         with self._lock:
             for i, it in enumerate(cas.interactions):
                 norm = self.fp.normalize(it.request)
