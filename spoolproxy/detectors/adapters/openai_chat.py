@@ -34,30 +34,69 @@ def provider_of(host: str, path: str) -> str:
     for name in ("groq", "openrouter", "together", "deepseek", "mistral", "fireworks", "perplexity", "x.ai"):
         if name in host:
             return name.replace("x.ai", "xai")
-    if host.endswith(":11434") or host in ("localhost", "127.0.0.1"):
-        return "openai-compatible"
+    if host.endswith(":11434"):
+        return "ollama"
     return "openai-compatible"
 
 
+#: Message objects by content, shared between the requests of a run that repeat the same
+#: history (treat them as read-only); bounded, cleared when full
+_MEMO: dict[tuple, Message] = {}
+_MEMO_MAX = 50_000
+
+
+def _memo_key(m: dict) -> tuple | None:
+    content = m.get("content")
+    if content is not None and content.__class__ is not str:
+        return None
+    tcs = m.get("tool_calls")
+    calls: tuple = ()
+    if tcs:
+        try:
+            calls = tuple((tc.get("id"), tc["function"].get("name"), tc["function"].get("arguments")) for tc in tcs)
+        except (AttributeError, KeyError, TypeError):
+            return None
+        if any(a is not None and a.__class__ is not str for *_, a in calls):
+            return None
+    return (m.get("role"), content, m.get("tool_call_id"), m.get("name"), calls, m.get("function_call") is not None)
+
+
 def parse_request_messages(req: dict) -> list[Message]:
+    """The request's ``messages`` as Message objects (OpenAI Chat message shapes)."""
     out: list[Message] = []
+    memo = _MEMO
     for m in req.get("messages") or []:
         if not isinstance(m, dict):
             continue
-        role = str(m.get("role") or "")
-        msg = Message(role="tool" if role == "function" else role, text=content_text(m.get("content")))
-        for tc in m.get("tool_calls") or []:
-            if isinstance(tc, dict):
-                fn = tc.get("function") or {}
-                msg.tool_calls.append(make_tool_call(tc.get("id"), fn.get("name") or "", fn.get("arguments"), parse=False))
-        if isinstance(m.get("function_call"), dict):
-            fc = m["function_call"]
-            msg.tool_calls.append(make_tool_call(None, fc.get("name") or "", fc.get("arguments"), parse=False))
-        if role in ("tool", "function"):
-            msg.tool_call_id = m.get("tool_call_id")
-            msg.tool_name = m.get("name")
+        key = _memo_key(m)
+        if key is not None:
+            hit = memo.get(key)
+            if hit is not None:
+                out.append(hit)
+                continue
+        msg = _message(m)
+        if key is not None:
+            if len(memo) >= _MEMO_MAX:
+                memo.clear()
+            memo[key] = msg
         out.append(msg)
     return out
+
+
+def _message(m: dict) -> Message:
+    role = str(m.get("role") or "")
+    msg = Message(role="tool" if role == "function" else role, text=content_text(m.get("content")))
+    for tc in m.get("tool_calls") or []:
+        if isinstance(tc, dict):
+            fn = tc.get("function") or {}
+            msg.tool_calls.append(make_tool_call(tc.get("id"), fn.get("name") or "", fn.get("arguments"), parse=False))
+    if isinstance(m.get("function_call"), dict):
+        fc = m["function_call"]
+        msg.tool_calls.append(make_tool_call(None, fc.get("name") or "", fc.get("arguments"), parse=False))
+    if role in ("tool", "function"):
+        msg.tool_call_id = m.get("tool_call_id")
+        msg.tool_name = m.get("name")
+    return msg
 
 
 def parse_tools(req: dict) -> list[ToolSpec]:

@@ -45,7 +45,7 @@ def check(ctx: Context) -> list:
         ok = [i for i in effective if (ctx.steps[i].status or 0) < 400 and ctx.steps[i].status is not None]
         sev = "error" if len(effective) >= 2 and ok else "warn"
         statuses = ", ".join(str(ctx.steps[i].status or ctx.steps[i].transport_error) for i in idxs)
-        ev = [ctx.ev.quote(i, "request.uri", uri) for i in idxs[:2]]
+        ev = [ctx.ev.quote(idxs[0], "request.uri", uri), ctx.ev.field(idxs[1], "request.body", max_len=120)]
         ev.append(ctx.ev.field(ok[-1], "response.body", max_len=120) if ok else None)
         out.append(ctx.finding(KIND, sev, idxs, f"identical {method} {uri} sent {len(idxs)} times (statuses {statuses})", ev))
     return out

@@ -45,11 +45,12 @@ def check(ctx: Context) -> list:
     for name, items in by_tool.items():
         idxs: list[int] = [fa.interaction]
         ev = []
-        for r, (reason, evs) in items:
+        for n, (r, (reason, evs)) in enumerate(items):
             idxs.append(r.interaction)
             if r.source_interaction is not None:
                 idxs.append(r.source_interaction)
-            ev.extend(evs[:2])
+            if n < 2 or n == len(items) - 1:
+                ev.extend(evs[:2])
         reason = items[-1][1][0]
         ev.append(ctx.ev.field(fa.interaction, "message.text", max_len=160))
         n = f"{len(items)} failed results" if len(items) > 1 else "a failed result"

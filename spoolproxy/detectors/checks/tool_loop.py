@@ -70,7 +70,8 @@ def _check_thread(ctx: Context, calls, results) -> list:
         ev = [ctx.ev.quote(occ[0][0], f"message.tool_calls/{_pos(ctx, occ[0])}/arguments_raw", _first_args(ctx, occ[0])),
               ctx.ev.quote(occ[-1][0], f"message.tool_calls/{_pos(ctx, occ[-1])}/name", name)]
         same = "" if len(set(known)) > 1 or not known else f", each time getting {known[0][:60]!r}"
-        out.append(ctx.finding(KIND, "error", idxs, f"{name} called {len(occ)} times with the same arguments {args[:80]}{same}", ev))
+        shown = args if len(args) <= 80 else args[:77] + "..."
+        out.append(ctx.finding(KIND, "error", idxs, f"{name} called {len(occ)} times with the same arguments {shown}{same}", ev))
     out.extend(_cycles(ctx, calls, results, flagged))
     return out
 

@@ -1,0 +1,115 @@
+"""``spoolproxy detect PATH...``: flag failing agent runs in cassettes, with evidence.
+
+PATH is a cassette file or a directory (searched recursively for ``*.yaml``/``*.yml``/
+``*.json``).  A file that is not a cassette (``expected.yaml`` beside a case, a config
+file) gets a one-line warning on stderr and is skipped.
+
+Output: a table of findings per cassette, or with ``--json`` one JSON object per cassette
+per line (JSON Lines)::
+
+    {"cassette": "...", "verdict": "pass"|"fail", "findings": [{"kind", "severity",
+     "interactions": [0-based], "message", "evidence": [{"interaction", "path", "quote"}]}]}
+
+Exit status: 0, or 1 with ``--fail-on LEVEL`` when any finding is at LEVEL or above;
+2 for bad usage or a missing path.  Thresholds and budgets come from ``[detect]`` in
+spoolproxy.toml (``--config`` to name the file).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..cassettes.storage import iter_paths, load
+from ..errors import CassetteError
+
+LEVELS = ("info", "warn", "error", "critical")
+STYLE = {"info": "dim", "warn": "yellow", "error": "bold red", "critical": "bold white on red"}
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print JSON Lines, one object per cassette.")
+@click.option("--fail-on", type=click.Choice(LEVELS[1:]), default=None,
+              help="Exit 1 when any finding has this severity or higher.")
+@click.option("--min-severity", type=click.Choice(LEVELS), default="info", show_default=True,
+              help="Hide findings below this severity in the table (JSON always has all).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="spoolproxy.toml to read [detect] from (default: the usual lookup).")
+def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_severity: str, config_path: str | None) -> None:
+    """Flag failing agent runs in cassettes (files or directories), with evidence."""
+    from ..detectors import SEVERITY_RANK, analyze, load_detect_config
+
+    cfg = load_detect_config(config_path)
+    files = list(iter_paths(paths))
+    console = None
+    if not as_json:
+        from rich.console import Console
+
+        console = Console(highlight=False, soft_wrap=True)
+    worst = -1
+    counts = {"pass": 0, "fail": 0, "skipped": 0}
+    for f in files:
+        try:
+            cas = load(f)
+        except CassetteError as exc:
+            click.echo(f"spoolproxy: warning: skipped {exc}", err=True)
+            counts["skipped"] += 1
+            continue
+        report = analyze(cas, cfg)
+        report.cassette = str(f)
+        counts[report.verdict] += 1
+        for finding in report.findings:
+            worst = max(worst, SEVERITY_RANK[finding.severity])
+        if as_json:
+            sys.stdout.write(json.dumps(report.model_dump(mode="json"), ensure_ascii=False) + "\n")
+        else:
+            _print_report(console, report, SEVERITY_RANK[min_severity], len(cas.interactions))
+    if console is not None:
+        console.print(f"{counts['pass'] + counts['fail']} cassettes: [bold red]{counts['fail']} fail[/], "
+                      f"[green]{counts['pass']} pass[/]" + (f", {counts['skipped']} skipped" if counts["skipped"] else ""))
+    if fail_on is not None and worst >= SEVERITY_RANK[fail_on]:
+        raise SystemExit(1)
+
+
+def ranges(idxs: list[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2,5,7-8"``."""
+    out: list[str] = []
+    for i in idxs:
+        if out and _last(out[-1]) == i - 1:
+            first = out[-1].split("-")[0]
+            out[-1] = f"{first}-{i}"
+        else:
+            out.append(str(i))
+    return ",".join(out)
+
+
+def _last(part: str) -> int:
+    return int(part.split("-")[-1])
+
+
+def _print_report(console, report, min_rank: int, n: int) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..detectors import SEVERITY_RANK
+
+    verdict = "[bold red]FAIL[/]" if report.verdict == "fail" else "[green]pass[/]"
+    shown = [f for f in report.findings if SEVERITY_RANK[f.severity] >= min_rank]
+    console.print(f"{verdict} {escape(report.cassette or '')} [dim]({n} interactions, {len(report.findings)} findings)[/]")
+    if not shown:
+        return
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=True)
+    table.add_column("severity", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("at", max_width=12, overflow="fold")
+    table.add_column("message / evidence", overflow="fold", ratio=1)
+    for f in shown:
+        lines = [escape(f.message)]
+        for e in f.evidence:
+            lines.append(f"[dim]#{e.interaction} {escape(e.path)}:[/] [cyan]{escape(repr(e.quote)[1:-1][:160])}[/]")
+        table.add_row(f"[{STYLE[f.severity]}]{f.severity}[/]", f.kind, ranges(f.interactions), "\n".join(lines))
+    console.print(table)
+    console.print()

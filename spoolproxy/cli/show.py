@@ -1,0 +1,117 @@
+"""``spoolproxy show CASSETTE``: the cassette as an agent transcript timeline.
+
+One row per interaction: index, kind (llm / mcp / http), provider and model or host, a
+summary (the model's text or tool calls, the tool's status and size, the MCP method),
+tokens, duration (ms, spoolproxy recordings only) and the findings that concern it.  Below:
+the final answer, token totals, the cost estimate (from a dated price table; unknown
+models give no cost) and the verdict.  ``--json`` prints the whole transcript and report
+as one JSON object ``{"transcript": ..., "report": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from urllib.parse import urlsplit
+
+import click
+
+from ..cassettes.storage import load
+from .detect import ranges
+
+MARK = {"info": "·", "warn": "!", "error": "✖", "critical": "✖✖"}
+STYLE = {"info": "dim", "warn": "yellow", "error": "bold red", "critical": "bold white on red"}
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("cassette", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print the transcript and report as JSON.")
+@click.option("--width", type=int, default=None, help="Terminal width for the table (default: detected).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="spoolproxy.toml to read [detect] from (default: the usual lookup).")
+def command(cassette: str, as_json: bool, width: int | None, config_path: str | None) -> None:
+    """Show a cassette as an agent transcript timeline, with findings inline."""
+    from ..detectors import analyze, build_transcript, load_detect_config
+
+    cfg = load_detect_config(config_path)
+    cas = load(cassette)
+    t = build_transcript(cas, cfg)
+    report = analyze(cas, cfg, transcript=t)
+    if as_json:
+        doc = {"transcript": t.model_dump(mode="json", by_alias=True), "report": report.model_dump(mode="json")}
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+        return
+    _render(t, report, cassette, width)
+
+
+def summary(step) -> str:
+    """One line describing a step (used by the timeline and the record summary)."""
+    if step.llm is not None:
+        c = step.llm
+        if not step.ok:
+            return f"{step.status or step.transport_error} {c.error or ''}".strip()
+        parts = []
+        if c.refusal:
+            parts.append(f"refusal: {c.refusal}")
+        if c.text.strip():
+            parts.append(repr(c.text.strip()[:90]))
+        for tc in c.tool_calls:
+            parts.append(f"{tc.name}({tc.arguments_raw[:60]})")
+        if step.new_tool_results:
+            parts.insert(0, f"[{len(step.new_tool_results)} tool result{'s' if len(step.new_tool_results) > 1 else ''} in]")
+        fin = c.finish_reason_raw or ("cut" if c.stream.is_stream and not c.stream.finish_seen else "")
+        text = " ".join(parts) or "(empty)"
+        return f"{text}  [{fin}{', stream' if c.stream.is_stream else ''}]" if fin or c.stream.is_stream else text
+    if step.mcp is not None:
+        m = step.mcp
+        what = m.method or "?"
+        if m.tool_name:
+            what += f" {m.tool_name}"
+        if m.is_error:
+            what += f"  isError: {(m.result_text or m.error or '')[:70]}"
+        elif m.tools:
+            what += f"  -> {', '.join(m.tools)[:70]}"
+        elif m.result_text:
+            what += f"  -> {m.result_text[:70]!r}"
+        return f"{what}  ({step.status})"
+    h = step.http
+    path = urlsplit(step.url).path
+    served = f"  (tool call {step.tool_call_ref[1]})" if step.tool_call_ref else ""
+    status = step.status if step.status is not None else step.transport_error
+    return f"{step.method} {path} -> {status} {step.content_type} {h.body_size if h else 0}B{served}"
+
+
+def _render(t, report, name: str, width: int | None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(highlight=False, width=width)
+    by_step: dict[int, list] = {}
+    for f in report.findings:
+        for i in f.interactions:
+            by_step.setdefault(i, []).append(f)
+    table = Table(title=escape(name), box=None, header_style="bold", pad_edge=False)
+    for col, kw in (("#", {"justify": "right"}), ("kind", {}), ("who", {"overflow": "fold", "max_width": 34}),
+                    ("summary", {"overflow": "fold", "ratio": 1}), ("tokens", {"justify": "right"}),
+                    ("ms", {"justify": "right"}), ("findings", {"overflow": "fold", "max_width": 30})):
+        table.add_column(col, **kw)
+    for s in t.steps:
+        who = f"{s.llm.provider}/{s.llm.model or '?'}" if s.llm else s.host
+        tokens = str(s.llm.usage.total) if s.llm and s.llm.usage.total else ""
+        ms = f"{s.duration_ms:.0f}" if s.duration_ms is not None else ""
+        fs = " ".join(f"[{STYLE[f.severity]}]{MARK[f.severity]}{f.kind}[/]" for f in by_step.get(s.index, []))
+        table.add_row(str(s.index), s.kind, escape(who), escape(summary(s)), tokens, ms, fs)
+    console.print(table)
+    fa = t.final_answer
+    console.print(f"[bold]final answer[/] (#{fa.interaction}): {escape(fa.text.strip()[:300])}" if fa else
+                  "[bold]final answer[/]: [red]none[/]")
+    cost = (f"${t.cost_usd:.4f} (prices as of {t.price_table_date})" if t.cost_usd is not None
+            else "unknown (a model is not in the price table)")
+    console.print(f"[bold]tokens[/]: {t.input_tokens} in, {t.output_tokens} out, {t.total_tokens} total; [bold]cost[/]: {cost}")
+    verdict = "[bold red]FAIL[/]" if report.verdict == "fail" else "[green]pass[/]"
+    console.print(f"[bold]verdict[/]: {verdict}")
+    for f in report.findings:
+        console.print(f"  [{STYLE[f.severity]}]{f.severity:5}[/] {f.kind} at {ranges(f.interactions)}: {escape(f.message)}")
+        for e in f.evidence:
+            console.print(f"        [dim]#{e.interaction} {escape(e.path)}:[/] [cyan]{escape(repr(e.quote)[1:-1][:140])}[/]")
