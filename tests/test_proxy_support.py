@@ -109,7 +109,8 @@ def cli_env(home: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["SPOOLPROXY_HOME"] = str(home)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("SPOOLPROXY_CONFIG", None)
+    for name in ("SPOOLPROXY_CONFIG", "NO_PROXY", "no_proxy"):
+        env.pop(name, None)
     env.update(extra)
     return env
 

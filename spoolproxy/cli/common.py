@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 import click
 
 from ..errors import UsageError
-from ..proxy.child import child_env, export_lines, run_child
+from ..proxy.child import check_command, child_env, export_lines, run_child
 from ..proxy.runner import ProxyRunner
 
 #: context settings for commands taking ``-- CMD [ARGS...]``: everything after the first
@@ -208,6 +208,8 @@ def run_session(
     (returns None).  The proxy is stopped in every case.  SIGTERM during start-up still
     stops cleanly.  Raises SpoolError (port in use: exit 2; CMD not found: 127)."""
     say = echo or (lambda s: click.echo(s, err=True))
+    if settings.command:
+        check_command(settings.command, env_base)  # CMD not found: refuse before starting
     stop_requested: list[int] = []
 
     def early(signum, _frame):  # a signal while mitmproxy starts: stop once it is up

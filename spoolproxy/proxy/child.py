@@ -86,6 +86,29 @@ def export_lines(env: Mapping[str, str], base: Mapping[str, str] | None = None) 
     return lines
 
 
+def check_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """Resolve ``argv[0]`` like the shell would (``PATH`` from ``env``) and return its path.
+
+    Raises SpoolError with exit code 127 when it is not found (126 when not executable),
+    so callers can refuse before starting anything.
+    """
+    import shutil
+
+    if not argv:
+        raise SpoolError("no command given; put it after '--', e.g. spoolproxy record -- python agent.py")
+    prog = argv[0]
+    if os.sep in prog:
+        if not os.path.exists(prog):
+            raise SpoolError(f"command not found: {prog}; check the path", exit_code=127)
+        if os.path.isdir(prog) or not os.access(prog, os.X_OK):
+            raise SpoolError(f"command is not executable: {prog}", exit_code=126)
+        return prog
+    found = shutil.which(prog, path=(env or os.environ).get("PATH"))
+    if found is None:
+        raise SpoolError(f"command not found: {prog}; check the name and PATH", exit_code=127)
+    return found
+
+
 def _terminal_delivers_sigint(child: subprocess.Popen) -> bool:
     """True when a Ctrl-C on the terminal reaches the child by itself (we are the
     foreground process group of a tty and the child shares our group)."""

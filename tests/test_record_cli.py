@@ -1,0 +1,245 @@
+"""``spoolproxy record`` as a real subprocess: exit codes, summary, signals, crash safety,
+standalone mode, memory on big bodies, and bad input (one line, no traceback)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from spoolproxy.cassettes import load
+from spoolproxy.cassettes.journal import journal_path, recover
+
+from .test_proxy_support import cli_env, openai_via, run_cli, spawn_cli, spool_home, wait_for  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("spool_home")
+
+
+def _upstream(fake) -> list[str]:
+    args = ["--upstream-ca", str(fake.ca_pem_path)]
+    for rule in openai_via(fake):
+        args += ["--connect-to", rule]
+    return args
+
+
+def _one_error_line(proc) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("spoolproxy: error: ")
+    return lines[0]
+
+
+AGENT = textwrap.dedent(
+    """
+    import sys, time, httpx
+    n_done, then = int(sys.argv[1]), sys.argv[2]
+    body = {"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(timeout=30) as c:
+        for i in range(n_done):
+            with c.stream("POST", "https://api.openai.com/v1/chat/completions", json=body) as r:
+                r.read()
+            print("done", i, flush=True)
+        if then == "hang":
+            with c.stream("POST", "https://api.openai.com/v1/chat/completions", json=body,
+                          headers={"x-fake-delay-ms": "3000"}) as r:
+                print("started", flush=True)
+                r.read()
+        else:
+            print("idle", flush=True)
+            time.sleep(60)
+    """
+)
+
+
+def _read_until(proc, word: str) -> list[str]:
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(word):
+            return seen
+    pytest.fail(f"child ended before printing {word!r}: {seen} / {proc.stderr.read()}")
+
+
+def test_cli_records_curl_returns_its_exit_code_and_prints_summary(tmp_path, spool_home, fake_provider):
+    project = tmp_path / "proj"
+    (project / "sub").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[project]\nname='x'\n")
+    path = project / "cassettes" / "e2e.yaml"
+    curl = (
+        "curl -sS https://api.openai.com/v1/chat/completions -H 'content-type: application/json' "
+        "-H \"Authorization: Bearer $KEY\" "
+        "-d '{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hello world\"}]}'; exit 3"
+    )
+    key = "sk-proj-" + "e" * 40
+    proc = run_cli(["record", "-c", str(path), *_upstream(fake_provider), "--", "sh", "-c", curl],
+                   spool_home, cwd=project / "sub", KEY=key)
+    assert proc.returncode == 3, proc.stderr
+    assert '"chat.completion"' in proc.stdout  # curl got the answer
+    assert "LLM calls (openai): gpt-4o-mini x1" in proc.stderr and "tokens in" in proc.stderr
+    assert "wrote" in proc.stderr and "(1 interaction)" in proc.stderr
+    cas = load(path)
+    assert cas.meta.exit_code == 3 and cas.meta.command[:2] == ["sh", "-c"] and cas.meta.cwd == "sub"
+    assert cas.meta.record_mode == "all"
+    (it,) = cas.interactions
+    assert it.request.uri == "https://api.openai.com/v1/chat/completions"
+    assert key not in path.read_text()
+    assert not journal_path(path).exists()
+
+
+def test_cli_warns_loudly_when_nothing_went_through(tmp_path, spool_home):
+    path = tmp_path / "empty.yaml"
+    proc = run_cli(["record", "-q", "-c", str(path), "--", sys.executable, "-c", "pass"], spool_home)
+    assert proc.returncode == 0
+    assert "WARNING: nothing went through the proxy" in proc.stderr and "trust_env=True" in proc.stderr
+    assert load(path).interactions == []
+
+
+def test_sigkill_loses_at_most_the_in_flight_interaction(tmp_path, spool_home, fake_provider):
+    path = tmp_path / "crash.yaml"
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    proc = spawn_cli(["record", "-q", "-c", str(path), *_upstream(fake_provider), "--",
+                      sys.executable, str(script), "3", "hang"], spool_home)
+    try:
+        _read_until(proc, "started")  # 3 streams completed, the 4th is mid-flight
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the orphaned child
+        proc.communicate()
+    assert not path.exists() and journal_path(path).exists()
+    cas = recover(path)
+    assert len(cas) == 3  # every completed interaction, only the in-flight one lost
+    assert all(b"data: [DONE]" in it.response.body for it in cas.interactions)
+    assert load(path).meta.extra.get("recovered_from_journal") is True
+    assert not journal_path(path).exists()
+
+
+def test_next_record_recovers_a_stale_journal_first(tmp_path, spool_home, fake_provider):
+    path = tmp_path / "again.yaml"
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    proc = spawn_cli(["record", "-q", "-c", str(path), *_upstream(fake_provider), "--",
+                      sys.executable, str(script), "1", "hang"], spool_home)
+    try:
+        _read_until(proc, "started")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    again = run_cli(["record", "-q", "-c", str(path), "--", sys.executable, "-c", "pass"], spool_home)
+    assert again.returncode == 0
+    assert "recovered 1 interactions of an interrupted recording" in again.stderr
+    (recovered,) = tmp_path.glob("again.recovered-*.yaml")
+    assert len(load(recovered)) == 1 and len(load(path)) == 0
+
+
+def test_sigterm_to_record_still_writes_the_cassette(tmp_path, spool_home, fake_provider):
+    path = tmp_path / "term.yaml"
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    proc = spawn_cli(["record", "-q", "-c", str(path), *_upstream(fake_provider), "--",
+                      sys.executable, str(script), "2", "idle"], spool_home)
+    try:
+        _read_until(proc, "idle")
+        os.kill(proc.pid, signal.SIGTERM)  # forwarded to the child, then the cassette is written
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    cas = load(path)
+    assert len(cas) == 2 and cas.meta.exit_code == 128 + signal.SIGTERM
+    assert not journal_path(path).exists()
+
+
+def test_standalone_mode_prints_exports_and_records_until_sigint(tmp_path, spool_home, fake_provider):
+    import httpx
+
+    path = tmp_path / "alone.yaml"
+    proc = spawn_cli(["record", "-c", str(path), *_upstream(fake_provider)], spool_home)
+    try:
+        lines = _read_until(proc, "export SSL_CERT_FILE=")
+        exports = dict(line.removeprefix("export ").strip().split("=", 1) for line in lines if line.startswith("export "))
+        proxy = exports["HTTPS_PROXY"]
+        assert exports["NO_PROXY"] in ("", "''")
+        with httpx.Client(proxy=proxy, verify=exports["SSL_CERT_FILE"].strip("'"), trust_env=False) as c:
+            assert c.get("https://api.openai.com/v1/models").status_code == 200
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0
+    assert [i.request.uri for i in load(path).interactions] == ["https://api.openai.com/v1/models"]
+
+
+def test_big_body_streams_with_bounded_memory(tmp_path, spool_home, fake_provider):
+    """A 30 MB body with --max-body-size 1MB: the recorder's peak RSS stays far below 30 MB
+    over a run that moved nothing (mitmproxy itself is the baseline)."""
+    size = 30 * 1024 * 1024
+
+    def peak_rss_kb(args: list[str]) -> int:
+        p = subprocess.Popen([sys.executable, "-m", "spoolproxy", *args], env=cli_env(spool_home),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        assert p.returncode == 0
+        return usage.ru_maxrss
+
+    fetch = ["curl", "-sS", "-o", os.devnull, "-H", f"x-fake-fail: huge:{size}", "https://api.openai.com/v1/files/f/content"]
+    base = peak_rss_kb(["record", "-q", "-c", str(tmp_path / "small.yaml"), *_upstream(fake_provider), "--",
+                        "curl", "-sS", "-o", os.devnull, "https://api.openai.com/v1/models"])
+    big = peak_rss_kb(["record", "-q", "--max-body-size", "1MB", "-c", str(tmp_path / "big.yaml"),
+                       *_upstream(fake_provider), "--", *fetch])
+    resp = load(tmp_path / "big.yaml").interactions[0].response
+    assert resp.body_ref.size == size
+    assert (tmp_path / resp.body_ref.file).stat().st_size == size
+    assert big - base < 20 * 1024, (base, big)  # KiB: a buffered body would add >= 30 MB
+
+
+# -- bad input -------------------------------------------------------------------------------
+def test_port_in_use_is_one_line_and_cmd_never_runs(tmp_path, spool_home):
+    marker = tmp_path / "ran"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = run_cli(["record", "--port", str(port), "-c", str(tmp_path / "p.yaml"), "--", "touch", str(marker)], spool_home)
+    assert proc.returncode == 2
+    assert "already in use" in _one_error_line(proc)
+    assert not marker.exists() and not (tmp_path / "p.yaml").exists()
+    assert not journal_path(tmp_path / "p.yaml").exists()
+
+
+def test_command_not_found_exits_127(tmp_path, spool_home):
+    proc = run_cli(["record", "-c", str(tmp_path / "nf.yaml"), "--", "no-such-command-spoolproxy-test"], spool_home)
+    assert proc.returncode == 127
+    assert "command not found: no-such-command-spoolproxy-test" in _one_error_line(proc)
+
+
+def test_unwritable_cassette_is_refused_before_cmd_starts(tmp_path, spool_home):
+    marker = tmp_path / "ran"
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("not a directory")
+    proc = run_cli(["record", "-c", str(blocker / "c.yaml"), "--", "touch", str(marker)], spool_home)
+    assert proc.returncode == 2
+    assert "file.txt" in _one_error_line(proc)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("spec", ["api.openai.com:443:127.0.0.1", "h:notaport:x:1"])
+def test_malformed_connect_to_is_one_line(tmp_path, spool_home, spec):
+    marker = tmp_path / "ran"
+    proc = run_cli(["record", "--connect-to", spec, "-c", str(tmp_path / "m.yaml"), "--", "touch", str(marker)], spool_home)
+    assert proc.returncode == 2
+    assert "--connect-to" in _one_error_line(proc)
+    assert not marker.exists()
