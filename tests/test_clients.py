@@ -40,6 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: built at run time, unique per test session; must never reach the disk
 KEY = "sk-proj-" + secrets.token_hex(20)
 ANTHROPIC_KEY = "sk-ant-api03-" + secrets.token_hex(20)
+GOOGLE_KEY = "AIza" + secrets.token_hex(18)[:35]
+PLANTED = (KEY, ANTHROPIC_KEY, GOOGLE_KEY)
 
 PRELUDE = '''
 import json, os, sys, traceback
@@ -261,6 +263,40 @@ def _():
 
 finish()
 ''',
+    "gemini_ollama": '''
+import httpx
+GEMINI = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.0-flash"
+GOOGLE_KEY = os.environ["FAKE_GOOGLE_KEY"]
+PAYLOAD = {"contents": [{"role": "user", "parts": [{"text": "gemini says hi"}]}]}
+
+@check("generate")
+def _():
+    r = httpx.post(f"{GEMINI}:generateContent?key={GOOGLE_KEY}", json=PAYLOAD)
+    assert r.json()["candidates"][0]["content"]["parts"][0]["text"] == "Echo: gemini says hi", r.text
+
+@check("json_array_stream")
+def _():
+    with httpx.stream("POST", f"{GEMINI}:streamGenerateContent", json=PAYLOAD,
+                      headers={"x-goog-api-key": GOOGLE_KEY, "x-fake-delay-ms": "30"}) as r:
+        data = b"".join(r.iter_bytes())
+    pieces = json.loads(data)
+    assert "".join(p["candidates"][0]["content"]["parts"][0]["text"] for p in pieces) == "Echo: gemini says hi"
+
+@check("sse_stream")
+def _():
+    with httpx.stream("POST", f"{GEMINI}:streamGenerateContent?alt=sse&key={GOOGLE_KEY}", json=PAYLOAD) as r:
+        events = [l for l in r.iter_lines() if l.startswith("data: ")]
+    assert json.loads(events[-1][6:])["candidates"][0]["finishReason"] == "STOP"
+
+@check("ollama_ndjson")
+def _():
+    with httpx.stream("POST", "http://localhost:11434/api/chat", headers={"x-fake-delay-ms": "30"},
+                      json={"model": "llama3.2", "messages": [{"role": "user", "content": "local model"}]}) as r:
+        lines = [json.loads(l) for l in r.iter_lines() if l]
+    assert "".join(l["message"]["content"] for l in lines) == "Echo: local model" and lines[-1]["done"]
+
+finish()
+''',
     "concurrent": '''
 import httpx
 from concurrent.futures import ThreadPoolExecutor
@@ -291,9 +327,9 @@ finish()
 }
 
 #: scripts whose requests are sequential: the cassette order must equal the arrival order
-SEQUENTIAL = {"openai_sync", "anthropic", "httpx", "requests", "aiohttp", "curl"}
+SEQUENTIAL = {"openai_sync", "anthropic", "httpx", "requests", "aiohttp", "curl", "gemini_ollama"}
 EXPECTED_REQUESTS = {"openai_sync": 6, "openai_async": 6, "anthropic": 3, "httpx": 3, "requests": 3,
-                     "aiohttp": 2, "curl": 2, "concurrent": 32}
+                     "aiohttp": 2, "curl": 2, "gemini_ollama": 4, "concurrent": 32}
 
 
 @dataclass
@@ -329,13 +365,15 @@ def _record(name: str, base: Path, home: Path) -> Session:
     script.write_text(PRELUDE + textwrap.dedent(SCRIPTS[name]))
     cassette = d / "run.yaml"
     env = {k: v for k, v in os.environ.items() if not k.upper().endswith(("_BASE_URL", "_PROXY")) and k.upper() != "NO_PROXY"}
-    env.update(SPOOLPROXY_HOME=str(home), FAKE_OPENAI_KEY=KEY, FAKE_ANTHROPIC_KEY=ANTHROPIC_KEY,
+    env.update(SPOOLPROXY_HOME=str(home), FAKE_OPENAI_KEY=KEY, FAKE_ANTHROPIC_KEY=ANTHROPIC_KEY, FAKE_GOOGLE_KEY=GOOGLE_KEY,
                PYTHONPATH=str(REPO), OPENAI_API_KEY="", ANTHROPIC_API_KEY="")
     cmd = [
         sys.executable, "-m", "spoolproxy", "record", "--cassette", str(cassette),
         "--connect-to", f"api.openai.com:443:127.0.0.1:{fake.port}",
         "--connect-to", f"api.anthropic.com:443:127.0.0.1:{fake.port}",
         "--connect-to", f"tools.example.test:80:127.0.0.1:{fake.http_port}",
+        "--connect-to", f"generativelanguage.googleapis.com:443:127.0.0.1:{fake.port}",
+        "--connect-to", f"localhost:11434:127.0.0.1:{fake.http_port}",
         "--upstream-ca", str(fake.ca_pem_path),
         "--", sys.executable, str(script),
     ]
@@ -359,9 +397,18 @@ def sessions(tmp_path_factory):
         s.fake.stop()
 
 
-def _path(uri: str) -> str:
-    u = httpx.URL(uri)
-    return u.raw_path.decode()
+def _split(uri_or_path: str) -> tuple[str, dict[str, str]]:
+    u = httpx.URL(uri_or_path)
+    return u.path, dict(u.params)
+
+
+def _origin(seen) -> str:
+    """The origin the client believed it talked to, from what reached the fake."""
+    if seen.scheme == "http":
+        return "http://localhost:11434" if seen.path.startswith("/api/") else "http://tools.example.test"
+    if "GenerateContent" in seen.path or ":generateContent" in seen.path:
+        return "https://generativelanguage.googleapis.com"
+    return "https://api.anthropic.com" if seen.path.startswith("/v1/messages") else "https://api.openai.com"
 
 
 def check_cassette(s: Session, *, sequential: bool) -> Cassette:
@@ -373,35 +420,40 @@ def check_cassette(s: Session, *, sequential: bool) -> Cassette:
     remaining = list(cas.interactions)
     order = []
     for seen in log:
-        host = "tools.example.test" if seen.scheme == "http" else (
-            "api.anthropic.com" if seen.path.startswith("/v1/messages") else "api.openai.com")
-        scheme = seen.scheme
+        path, params = _split(seen.path)
         match = [i for i in remaining if i.request.method == seen.method and i.request.body == seen.body
-                 and _path(i.request.uri) == seen.path]
+                 and _split(i.request.uri)[0] == path]
         assert match, f"{seen.method} {seen.path} {seen.body[:80]!r} missing from {s.cassette}"
         it = match[0]
         remaining.remove(it)
         order.append(cas.interactions.index(it))
-        assert it.request.uri.startswith(f"{scheme}://{host}/"), it.request.uri
+        assert it.request.uri.startswith(_origin(seen) + "/"), it.request.uri
+        recorded_params = _split(it.request.uri)[1]
+        assert recorded_params.keys() == params.keys()
+        for name, value in params.items():  # a key in the query is redacted, nothing else changes
+            assert recorded_params[name] == value or (name == "key" and recorded_params[name].startswith("REDACTED-"))
         if it.request.json() is not None:  # JSON bodies: parsed request equals what was sent
             assert it.request.json() == seen.json()
         assert it.response is not None and it.response.status == seen.status
         assert it.response.body == seen.response_body, f"{it.request.uri}: response body differs"
+        if it.response.chunks:
+            assert sum(c.size for c in it.response.chunks) == len(it.response.body)
         if it.response.content_type == "text/event-stream":
-            assert it.response.chunks and sum(c.size for c in it.response.chunks) == len(it.response.body)
+            assert it.response.chunks
     if sequential:
         assert order == sorted(order), "interactions are not in request-start order"
     return cas
 
 
 def assert_no_key_on_disk(s: Session) -> None:
-    sent = [r.header("authorization") or r.header("x-api-key") for r in s.fake.log if r.scheme == "https"]
-    assert any(v and (KEY in v or ANTHROPIC_KEY in v) for v in sent), "the planted key never reached the fake"
+    seen = "\n".join(f"{r.path} {r.headers}" for r in s.fake.log)
+    assert any(k in seen for k in PLANTED), "no planted key reached the fake provider"
     files = [f for f in s.cassette_dir.rglob("*") if f.is_file()]
     assert files
     for f in files:
         data = f.read_bytes()
-        assert KEY.encode() not in data and ANTHROPIC_KEY.encode() not in data, f"key found in {f}"
+        for k in PLANTED:
+            assert k.encode() not in data, f"a planted key was written to {f}"
         assert b"Bearer sk-" not in data, f"bearer key found in {f}"
 
 
@@ -446,6 +498,23 @@ def test_stream_recorded_chunk_by_chunk(sessions):
     assert len(stream.response.chunks) > 1
     offsets = [c.offset_ms for c in stream.response.chunks]
     assert offsets == sorted(offsets)
+
+
+def test_json_array_and_ndjson_streams_recorded_chunk_by_chunk(sessions):
+    """Gemini's streamed JSON array and Ollama's NDJSON (30 ms between pieces) are kept
+    as several chunks, not one buffered body."""
+    cas = sessions["gemini_ollama"].load()
+    array = next(i for i in cas.interactions if i.request.uri.endswith(":streamGenerateContent"))
+    ndjson = next(i for i in cas.interactions if i.request.uri == "http://localhost:11434/api/chat")
+    assert array.response.content_type == "application/json" and len(array.response.chunks) > 1
+    assert ndjson.response.content_type == "application/x-ndjson" and len(ndjson.response.chunks) > 1
+    assert "x-goog-api-key" in {k.lower() for k in array.request.headers}
+
+
+def test_recorded_cassettes_pass_scan(sessions):
+    dirs = [str(s.cassette_dir) for s in sessions.values()]
+    r = subprocess.run([sys.executable, "-m", "spoolproxy", "scan", *dirs], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_plain_json_cassette_replays_through_vcrpy(sessions):

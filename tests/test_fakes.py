@@ -246,3 +246,36 @@ def test_deterministic_ids(fake_provider):
     client = oai(fake_provider)
     kwargs = dict(model="gpt-4o-mini", messages=[{"role": "user", "content": "same"}])
     assert client.chat.completions.create(**kwargs).id == client.chat.completions.create(**kwargs).id
+
+
+def test_gemini_generate_and_both_stream_shapes(fake_provider):
+    base = fake_provider.url + "/v1beta/models/gemini-2.0-flash"
+    payload = {"contents": [{"role": "user", "parts": [{"text": "hola amigo"}]}]}
+    with httpx.Client(verify=fake_provider.ssl_context()) as c:
+        one = c.post(base + ":generateContent", json=payload).json()
+        assert one["candidates"][0]["content"]["parts"][0]["text"] == "Echo: hola amigo"
+        arr = c.post(base + ":streamGenerateContent", json=payload)
+        sse = c.post(base + ":streamGenerateContent?alt=sse", json=payload)
+        tool = c.post(base + ":generateContent", json={**payload, "tools": [{"functionDeclarations": [
+            {"name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}]}]}).json()
+        err = c.post(base + ":generateContent", json=payload, headers={"x-fake-fail": "429"})
+    pieces = json.loads(arr.content)  # the whole streamed array is valid JSON
+    assert arr.content.startswith(b"[{\n") and b"\n,\r\n{" in arr.content and arr.content.endswith(b"\n]")
+    assert "".join(p["candidates"][0]["content"]["parts"][0]["text"] for p in pieces) == "Echo: hola amigo"
+    events = [json.loads(e[len("data: "):]) for e in sse.text.split("\r\n\r\n") if e]
+    assert sse.headers["content-type"] == "text/event-stream" and len(events) == len(pieces)
+    assert events[-1]["candidates"][0]["finishReason"] == "STOP" and "usageMetadata" in events[-1]
+    assert tool["candidates"][0]["content"]["parts"][0]["functionCall"] == {"name": "lookup", "args": {"q": "hola amigo"}}
+    assert err.status_code == 429 and err.json()["error"]["status"] == "RESOURCE_EXHAUSTED"
+    assert len(fake_provider.log[1].sent) == len(pieces) + 1  # one write per array piece, then "]"
+
+
+def test_ollama_ndjson_stream(fake_provider):
+    with httpx.Client() as c:
+        r = c.post(fake_provider.http_url + "/api/chat", json={"model": "llama3.2", "messages": [{"role": "user", "content": "x y"}]})
+        plain = c.post(fake_provider.http_url + "/api/chat",
+                       json={"model": "llama3.2", "stream": False, "messages": [{"role": "user", "content": "x y"}]})
+    lines = [json.loads(l) for l in r.text.splitlines()]
+    assert r.headers["content-type"] == "application/x-ndjson"
+    assert "".join(l["message"]["content"] for l in lines) == "Echo: x y" and lines[-1]["done"] is True
+    assert plain.json()["message"]["content"] == "Echo: x y"

@@ -9,6 +9,10 @@ CA generated at run time, see :mod:`tests.fakes.certs`) and plain HTTP:
 ``POST …/messages``                       Anthropic Messages, plain or SSE
 ``GET  …/models``                         OpenAI model list (Anthropic's when the request
                                           has ``anthropic-version``)
+``POST …/models/M:generateContent``       Gemini, one JSON response
+``POST …/models/M:streamGenerateContent`` Gemini, streamed JSON array (SSE with ``alt=sse``)
+``POST /api/chat``                        Ollama chat, NDJSON stream (JSON with
+                                          ``"stream": false``)
 ``ANY  /echo…``                           JSON echo of the request (a stand-in tool API)
 ========================================  ============================================
 
@@ -53,7 +57,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import anthropic_wire, openai_wire
+from . import anthropic_wire, gemini_wire, ollama_wire, openai_wire
 from .certs import TestCA, shared_ca
 from .common import short_id
 
@@ -127,6 +131,10 @@ def sse_reply(events: list[bytes], extra: list[tuple[str, str]] | None = None) -
     return Reply(200, head + (extra or []), events)
 
 
+def _is_gemini(req: LoggedRequest) -> bool:
+    return req.path.split("?")[0].endswith((":generateContent", ":streamGenerateContent"))
+
+
 def _is_anthropic(req: LoggedRequest) -> bool:
     return req.path.split("?")[0].endswith("/messages") or req.header("anthropic-version") is not None
 
@@ -134,6 +142,8 @@ def _is_anthropic(req: LoggedRequest) -> bool:
 def error_reply(req: LoggedRequest, status: int, message: str, extra: list[tuple[str, str]] | None = None) -> Reply:
     """An error in the shape of the provider the request was meant for."""
     rid = short_id(req.body + req.path.encode(), 16)
+    if _is_gemini(req):
+        return json_reply(status, gemini_wire.error(status, message), extra)
     if _is_anthropic(req):
         kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
                 429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
@@ -183,6 +193,32 @@ def route_anthropic_messages(req: LoggedRequest) -> Reply:
     if body.get("stream"):
         return sse_reply(anthropic_wire.sse(body, req.body), extra)
     return json_reply(200, anthropic_wire.message(body, req.body), extra)
+
+
+def route_gemini(req: LoggedRequest) -> Reply:
+    """Gemini ``:generateContent`` and ``:streamGenerateContent`` (``alt=sse`` or JSON array)."""
+    body = _parse_json(req)
+    if body is None:
+        return error_reply(req, 400, "Invalid JSON payload received.")
+    bare, _, query = req.path.partition("?")
+    model, _, method = bare.rsplit("/", 1)[-1].partition(":")
+    head = [("vary", "Origin"), ("server", "scaffolding on HTTPServer2")]
+    if method == "generateContent":
+        return json_reply(200, gemini_wire.generate(body, req.body, model), head)
+    if "alt=sse" in query:
+        return Reply(200, [("content-type", "text/event-stream")] + head, gemini_wire.sse(body, req.body, model))
+    return Reply(200, [("content-type", "application/json; charset=UTF-8")] + head,
+                 gemini_wire.json_array_chunks(body, req.body, model))
+
+
+def route_ollama_chat(req: LoggedRequest) -> Reply:
+    """Ollama ``/api/chat``: NDJSON stream, or one JSON object with ``"stream": false``."""
+    body = _parse_json(req)
+    if body is None:
+        return json_reply(400, {"error": "invalid JSON body"})
+    if body.get("stream", True):
+        return Reply(200, [("content-type", "application/x-ndjson")], ollama_wire.ndjson(body))
+    return json_reply(200, ollama_wire.chat(body))
 
 
 def route_models(req: LoggedRequest) -> Reply:
@@ -375,6 +411,18 @@ class _Handler(BaseHTTPRequestHandler):
             sent += len(piece)
 
 
+#: built-in ``(method, path suffix, route)`` table; :meth:`FakeProvider.add_route` prepends.
+_BUILTIN: tuple[tuple[str, str, Route], ...] = (
+    ("POST", "/chat/completions", route_openai_chat),
+    ("POST", "/responses", route_openai_responses),
+    ("POST", "/messages", route_anthropic_messages),
+    ("POST", "/api/chat", route_ollama_chat),
+    ("POST", ":generateContent", route_gemini),
+    ("POST", ":streamGenerateContent", route_gemini),
+    ("GET", "/models", route_models),
+)
+
+
 def huge_body(n: int) -> bytes:
     """The exact body a ``huge:N`` directive sends (for comparisons in tests)."""
     reps = n // len(HUGE_PATTERN) + 1
@@ -403,12 +451,7 @@ class FakeProvider:
         self._connections = 0
         self._sockets: list[socket.socket] = []
         self._failures: list[str] = []
-        self.routes: list[tuple[str, str, Route]] = [
-            ("POST", "/chat/completions", route_openai_chat),
-            ("POST", "/responses", route_openai_responses),
-            ("POST", "/messages", route_anthropic_messages),
-            ("GET", "/models", route_models),
-        ]
+        self.routes: list[tuple[str, str, Route]] = list(_BUILTIN)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.ca.cert_pem_path, self.ca.key_pem_path)
         context.set_alpn_protocols(["http/1.1"])
