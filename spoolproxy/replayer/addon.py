@@ -3,9 +3,10 @@
 In mitmproxy's ``request`` hook the addon asks its :class:`~.session.PlaybackSession` what
 to do and then
 
-* **serve**: sets ``flow.response`` to the recorded response (decoded body; the recorded
-  ``content-length``/``transfer-encoding``/``content-encoding`` are dropped and mitmproxy
-  sets a correct ``content-length``).  A stream with several recorded chunks, any stream
+* **serve**: sets ``flow.response`` to the recorded response (the decoded body, with a
+  correct ``content-length``; the recorded ``content-length``/``transfer-encoding`` are
+  dropped, and ``content-encoding`` is gone because the cassette loader decoded the body,
+  unless the body would not decode and is kept encoded with its header).  A stream with several recorded chunks, any stream
   under ``realtime``, or a response whose recording failed mid-body is instead routed to the
   in-process :class:`~.streamer.ReplayServer` on 127.0.0.1 and streamed through
   (``flow.response.stream = True``) so the client sees the recorded chunk boundaries;
@@ -179,9 +180,8 @@ class Playback:
             if resp.reason:
                 r.reason = resp.reason
             if flow.request.method != "HEAD":
-                r.content = body
-            else:
-                r.headers["content-length"] = str(len(body))
+                r.raw_content = body  # as stored: never re-encoded
+            r.headers["content-length"] = str(len(body))
             flow.response = r
             return
         path = self.streamer.submit(

@@ -25,8 +25,11 @@ from dataclasses import dataclass
 
 from ..cassettes.model import Chunk, Failure
 
+#: recorded response headers never replayed: the proxy sets framing itself.  A recorded
+#: ``content-encoding`` is dropped by the cassette loader when it decoded the body; one still
+#: present means the body is stored encoded (it did not decode), so it is replayed as is.
 HOP_HEADERS = frozenset(
-    {"content-length", "transfer-encoding", "content-encoding", "connection", "keep-alive", "trailer", "upgrade"}
+    {"content-length", "transfer-encoding", "connection", "keep-alive", "trailer", "upgrade", "proxy-connection"}
 )
 
 
