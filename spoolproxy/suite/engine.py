@@ -31,45 +31,56 @@ from ..replayer.session import PlaybackConfig, PlaybackSession
 
 
 class PlayAndRecord:
-    """mitmproxy addon: ``playback`` serves, ``recorder`` records the whole exchange."""
+    """mitmproxy addon: ``playback`` serves, ``recorder`` records the whole exchange.
 
-    def __init__(self, playback: Playback, recorder: Recorder) -> None:
+    ``recorder`` may be None (between runs of an :class:`Engine`): nothing is recorded then.
+    """
+
+    def __init__(self, playback: Playback, recorder: Recorder | None) -> None:
         self.playback = playback
         self.recorder = recorder
 
     def load(self, loader) -> None:
         self.playback.load(loader)
-        self.recorder.load(loader)
+        if self.recorder is not None:
+            self.recorder.load(loader)
 
     def configure(self, updated) -> None:
         self.playback.configure(updated)
-        self.recorder.configure(updated)
+        if self.recorder is not None:
+            self.recorder.configure(updated)
 
     async def running(self) -> None:
         await _call(self.playback.running)
-        await _call(self.recorder.running)
+        if self.recorder is not None:
+            await _call(self.recorder.running)
 
     async def done(self) -> None:
-        await _call(self.recorder.done)
+        if self.recorder is not None:
+            await _call(self.recorder.done)
         await _call(self.playback.done)
 
     def requestheaders(self, flow) -> None:
-        if flow.request.pretty_host != CONTROL_HOST:
+        if self.recorder is not None and flow.request.pretty_host != CONTROL_HOST:
             self.recorder.requestheaders(flow)
 
     def request(self, flow) -> None:
-        self.recorder.request(flow)
+        if self.recorder is not None:
+            self.recorder.request(flow)
         self.playback.request(flow)
 
     def responseheaders(self, flow) -> None:
         self.playback.responseheaders(flow)
-        self.recorder.responseheaders(flow)
+        if self.recorder is not None:
+            self.recorder.responseheaders(flow)
 
     async def response(self, flow) -> None:
-        await _call(self.recorder.response, flow)
+        if self.recorder is not None:
+            await _call(self.recorder.response, flow)
 
     async def error(self, flow) -> None:
-        await _call(self.recorder.error, flow)
+        if self.recorder is not None:
+            await _call(self.recorder.error, flow)
 
 
 async def _call(hook, *args) -> None:
@@ -91,46 +102,105 @@ class PlayResult:
     timed_out: bool = False
 
 
+class Engine:
+    """One in-process proxy shared by many artifact runs (started on first use).
+
+    ``connect_to`` / ``upstream_ca``: upstream options for live hosts.  Use as a context
+    manager or call :meth:`close`.  Only one Engine (one mitmproxy) per process at a time.
+    """
+
+    def __init__(self, *, connect_to: Sequence[str] = (), upstream_ca: Path | None = None) -> None:
+        self.connect_to = tuple(connect_to)
+        self.upstream_ca = upstream_ca
+        self.addon: PlayAndRecord | None = None
+        self.runner: ProxyRunner | None = None
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the proxy (idempotent)."""
+        if self.runner is not None:
+            self.runner.stop()
+            self.runner = None
+
+    def _ensure(self) -> ProxyRunner:
+        if self.runner is None:
+            empty = PlaybackSession(PlaybackConfig(cassettes=[]))
+            self.addon = PlayAndRecord(Playback(empty), None)
+            runner = ProxyRunner([self.addon], connect_to=self.connect_to, upstream_ca=self.upstream_ca)
+            runner.start()
+            self.runner = runner
+        return self.runner
+
+    def play(self, argv: Sequence[str], *, cwd: Path, cassette: Path, artifact: Path, match: str = "exact",
+             live: Sequence[str] = (), timeout_s: float = 300.0, meta: CassetteMeta | None = None,
+             env: dict[str, str] | None = None) -> PlayResult:
+        """Run ``argv`` in ``cwd`` with every request served from ``cassette`` (hosts matching
+        ``live`` globs go upstream) and record the run to ``artifact``.
+
+        Raises SpoolError when the cassette is bad, the proxy cannot start, or the command
+        cannot be started (not found / not executable).
+        """
+        session = PlaybackSession(PlaybackConfig(cassettes=[str(cassette)], match=match, live=tuple(live)))  # type: ignore[arg-type]
+        runner = self._ensure()
+        recorder = Recorder(artifact, meta=meta or CassetteMeta(recorder="spoolproxy test", record_mode="none"))
+        recorder.open()
+        runner.call(self._attach, session, recorder)
+        timed_out = False
+        try:
+            child = child_env(runner.proxy_url, runner.ca.bundle, base=env if env is not None else os.environ,
+                              ca_cert=runner.ca.cert)
+            code, output, timed_out = _run(argv, cwd, child, timeout_s)
+        except BaseException:
+            runner.call(self._detach)
+            _discard(recorder, artifact)
+            raise
+        runner.call(self._detach)
+        recorded = recorder.finish(code)
+        return PlayResult(code, recorded, session.report(), output, timed_out)
+
+    def _attach(self, session: PlaybackSession, recorder: Recorder) -> None:
+        assert self.addon is not None
+        self.addon.playback.session = session
+        self.addon.recorder = recorder
+
+    async def _detach(self) -> None:
+        assert self.addon is not None
+        recorder, self.addon.recorder = self.addon.recorder, None
+        if recorder is not None:
+            await _call(recorder.done)
+
+
+def _run(argv: Sequence[str], cwd: Path, env: dict[str, str], timeout_s: float) -> tuple[int | None, str, bool]:
+    """(exit status, combined output, timed out) of the child; SpoolError when it cannot start."""
+    try:
+        proc = subprocess.run(list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        return None, (exc.stdout or b"").decode("utf-8", "replace"), True
+    except FileNotFoundError:
+        raise SpoolError(f"command not found: {argv[0]} (cwd {cwd}); fix command.argv or install it",
+                         exit_code=127) from None
+    except PermissionError:
+        raise SpoolError(f"command is not executable: {argv[0]} (cwd {cwd})", exit_code=126) from None
+    except OSError as exc:
+        raise SpoolError(f"cannot start {argv[0]}: {exc.strerror} (cwd {cwd})", exit_code=126) from None
+    code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    return code, proc.stdout.decode("utf-8", "replace"), False
+
+
 def play_and_record(argv: Sequence[str], *, cwd: Path, cassette: Path, artifact: Path, match: str = "exact",
                     live: Sequence[str] = (), connect_to: Sequence[str] = (), upstream_ca: Path | None = None,
                     timeout_s: float = 300.0, meta: CassetteMeta | None = None,
                     env: dict[str, str] | None = None) -> PlayResult:
-    """Run ``argv`` in ``cwd`` with every request served from ``cassette`` (hosts matching
-    ``live`` globs go upstream, through ``connect_to`` rules) and record the run to ``artifact``.
-
-    Raises SpoolError when the cassette is bad, the proxy cannot start, or the command
-    cannot be started (not found / not executable).
-    """
-    session = PlaybackSession(PlaybackConfig(cassettes=[str(cassette)], match=match, live=tuple(live)))  # type: ignore[arg-type]
-    recorder = Recorder(artifact, meta=meta or CassetteMeta(recorder="spoolproxy test", record_mode="none"))
-    runner = ProxyRunner([PlayAndRecord(Playback(session), recorder)], connect_to=connect_to, upstream_ca=upstream_ca)
-    runner.start()
-    timed_out = False
-    try:
-        child = child_env(runner.proxy_url, runner.ca.bundle, base=env if env is not None else os.environ,
-                          ca_cert=runner.ca.cert)
-        try:
-            proc = subprocess.run(list(argv), cwd=cwd, env=child, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, timeout=timeout_s)
-            code: int | None = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
-            output = proc.stdout.decode("utf-8", "replace")
-        except subprocess.TimeoutExpired as exc:
-            code, timed_out = None, True
-            output = (exc.stdout or b"").decode("utf-8", "replace")
-        except FileNotFoundError:
-            raise SpoolError(f"command not found: {argv[0]} (cwd {cwd}); fix command.argv or install it",
-                             exit_code=127) from None
-        except PermissionError:
-            raise SpoolError(f"command is not executable: {argv[0]} (cwd {cwd})", exit_code=126) from None
-        except OSError as exc:
-            raise SpoolError(f"cannot start {argv[0]}: {exc.strerror} (cwd {cwd})", exit_code=126) from None
-    except BaseException:
-        runner.stop()
-        _discard(recorder, artifact)
-        raise
-    runner.stop()
-    recorded = recorder.finish(code)
-    return PlayResult(code, recorded, session.report(), output, timed_out)
+    """One artifact run with its own proxy (see :meth:`Engine.play`)."""
+    with Engine(connect_to=connect_to, upstream_ca=upstream_ca) as engine:
+        return engine.play(argv, cwd=cwd, cassette=cassette, artifact=artifact, match=match, live=live,
+                           timeout_s=timeout_s, meta=meta, env=env)
 
 
 def _discard(recorder: Recorder, artifact: Path) -> None:

@@ -30,6 +30,7 @@ line naming the key and the keys allowed there.
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Literal
@@ -132,12 +133,16 @@ class Case(_Strict):
 
 def validation_message(path: str | Path, exc: ValidationError, model: type[BaseModel] = Case) -> str:
     """One line for the first problem of a pydantic ``ValidationError`` on a case file."""
-    err = exc.errors()[0]
+    errors = exc.errors()
+    # a typo'd key also makes the real key "missing": report the typo first
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = ".".join(str(p) for p in err["loc"])
     if err["type"] == "extra_forbidden":
         allowed = _allowed_keys(model, err["loc"][:-1])
+        close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1)
         hint = f" (allowed here: {', '.join(allowed)})" if allowed else ""
-        return f"{path}: unknown key '{loc}'{hint}; fix the typo"
+        mean = f"did you mean '{close[0]}'? " if close else ""
+        return f"{path}: unknown key '{loc}'{hint}; {mean}fix the typo"
     if err["type"] == "missing":
         return f"{path}: missing key '{loc}'"
     msg = err["msg"].removeprefix("Value error, ")

@@ -81,8 +81,11 @@ def _stamp(opts: RunOptions, case_dir: Path) -> str:
     return stamp
 
 
-def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions) -> CaseResult:
-    """Run one case and judge it.  Never raises for problems of the case: they are ``error``."""
+def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, engine=None) -> CaseResult:
+    """Run one case and judge it.  Never raises for problems of the case: they are ``error``.
+
+    ``engine``: a shared :class:`~.engine.Engine` (else the case gets its own proxy).
+    """
     t0 = time.monotonic()
     result = CaseResult(name=case.name, outcome="error", explanation="", status=case.status,
                         case_path=case_path, cassette=case.cassette)
@@ -104,11 +107,16 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions) -> 
         live = opts.live if opts.live is not None else tuple(case.routing.live)
         meta = CassetteMeta(recorder="spoolproxy test", record_mode="none", command=list(case.command.argv),
                             cwd=str(cwd), extra={"case": case.name, "live": list(live), "replayed_from": case.cassette})
-        from .engine import play_and_record
+        from .engine import Engine
 
-        played = play_and_record(argv, cwd=cwd, cassette=cassette, artifact=artifact, match=case.match, live=live,
-                                 connect_to=opts.connect_to, upstream_ca=opts.upstream_ca, timeout_s=opts.timeout_s,
-                                 meta=meta, env=opts.env)
+        own = engine is None
+        engine = engine or Engine(connect_to=opts.connect_to, upstream_ca=opts.upstream_ca)
+        try:
+            played = engine.play(argv, cwd=cwd, cassette=cassette, artifact=artifact, match=case.match, live=live,
+                                 timeout_s=opts.timeout_s, meta=meta, env=opts.env)
+        finally:
+            if own:
+                engine.close()
         result.artifact = artifact
         result.report = played.report.write(runs / f"{stamp}.report.json")
         (runs / f"{stamp}.log").write_text(played.output, encoding="utf-8")
@@ -174,8 +182,14 @@ def run_suite(suite_dir: str | Path, opts: RunOptions | None = None) -> list[Cas
     file gives an ``error`` result.  Raises SpoolError when the suite directory is missing
     or ``opts.only`` names a case that does not exist.
     """
+    from .engine import Engine
+
     opts = opts or RunOptions()
-    suite = Path(suite_dir)
+    with Engine(connect_to=opts.connect_to, upstream_ca=opts.upstream_ca) as engine:
+        return _run_all(Path(suite_dir), opts, engine)
+
+
+def _run_all(suite: Path, opts: RunOptions, engine) -> list[CaseResult]:
     results: list[CaseResult] = []
     seen: set[str] = set()
     for path, case in iter_cases(suite):
@@ -193,7 +207,7 @@ def run_suite(suite_dir: str | Path, opts: RunOptions | None = None) -> list[Cas
             results.append(CaseResult(name=case.name, outcome=None, explanation=f"status: {case.status}",
                                       status=case.status, case_path=path, cassette=case.cassette))
             continue
-        results.append(run_case(case, path, suite, opts))
+        results.append(run_case(case, path, suite, opts, engine))
     unknown = [n for n in opts.only if n not in seen]
     if unknown:
         raise SpoolError(f"no case named {', '.join(unknown)} in {suite}; see `ls {suite}`")
