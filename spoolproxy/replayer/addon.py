@@ -20,8 +20,9 @@ Requests to ``spoolproxy.control`` are the control endpoint (:mod:`.control`).  
 sets mitmproxy's ``connection_strategy=lazy`` and ``upstream_cert=false`` when running, so
 neither the client's CONNECT nor its TLS handshake opens an upstream connection.
 
-Used in-process with a ready session (``Playback(session)``) or with ``mitmdump -s`` and
-the ``spoolproxy_*`` options declared in :meth:`Playback.load`.
+Used in-process with a ready session (``Playback(session)``), or by mitmproxy's own tools
+through a two-line script (``from spoolproxy.replayer.addon import Playback; addons =
+[Playback()]``) and the ``spoolproxy_*`` options declared in :meth:`Playback.load`.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ def flow_request(flow: http.HTTPFlow) -> Request:
 class Playback:
     """mitmproxy addon serving cassettes (see the module docstring).
 
-    ``session``: a ready :class:`PlaybackSession` (else one is built from the options).
-    ``on_decision``: optional callback ``(flow, Decision)`` (the CLI's live recording hook).
+    ``session``: a ready :class:`PlaybackSession` (else one is built from the
+    ``spoolproxy_*`` options when ``spoolproxy_cassettes`` is set).
     """
 
     def __init__(self, session: PlaybackSession | None = None) -> None:
