@@ -204,3 +204,24 @@ def test_control_endpoint_switches_cassettes_and_reports(tmp_path, fake_provider
         assert c.post(CHAT, content=a.body).json()["choices"][0]["message"]["content"] == "unused"  # b.yaml still loaded
         full = report(runner.proxy_url)
     assert [r["outcome"] for r in full["requests"]] == ["exact", "exact", "exact"]
+
+
+def test_http2_client_gets_streams_and_plain_responses(tmp_path, fake_provider):
+    import shutil
+    import subprocess
+
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    plain = Interaction(request=Request(method="GET", uri="https://api.openai.com/v1/models"),
+                        response=Response(status=200, headers={"content-type": ["application/json"], "Connection": ["keep-alive"]},
+                                          body=b'{"object": "list", "data": []}'))
+    stream = sse_interaction(EVENTS)
+    stream.response.headers["Connection"] = ["keep-alive"]  # hop-by-hop: must not reach an HTTP/2 client
+    path = write(tmp_path, "h2.yaml", [stream, plain])
+    with playback([path], fake_provider) as (runner, session):
+        base = ["curl", "-sS", "--http2", "-w", "\\n%{http_version}", "-x", runner.proxy_url, "--cacert", str(ensure_ca().bundle)]
+        s = subprocess.run([*base, "-d", stream.request.body.decode(), CHAT], capture_output=True, timeout=30)
+        p = subprocess.run([*base, "https://api.openai.com/v1/models"], capture_output=True, timeout=30)
+        assert session.report().exact == 2
+    assert s.returncode == 0 and s.stdout == b"".join(EVENTS) + b"\n2", s.stderr
+    assert p.returncode == 0 and p.stdout == b'{"object": "list", "data": []}\n2', p.stderr
