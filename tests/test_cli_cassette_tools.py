@@ -213,3 +213,16 @@ def test_pytest_recording_replays_v1_with_the_documented_conftest(tmp_path):
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "1 passed" in r.stdout
+
+
+def test_export_vcrpy_says_what_it_left_out(tmp_path):
+    from spoolproxy.cassettes.model import Failure
+
+    failed = Interaction(request=Request(method="GET", uri="http://localhost:9/down"),
+                         error=Failure(kind="refused", message="connection refused"))
+    save(Cassette(interactions=[chat(1), failed]), tmp_path / "mixed.yaml")
+    r = spool("export", str(tmp_path / "mixed.yaml"), "-o", str(tmp_path / "plain.yaml"))
+    assert r.returncode == 0, r.stderr
+    assert "wrote 1 interactions" in r.stderr and "left out 1 without a response" in r.stderr
+    requests, _ = vcr.serialize.deserialize((tmp_path / "plain.yaml").read_text(), yamlserializer)
+    assert len(requests) == 1

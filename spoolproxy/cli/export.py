@@ -77,4 +77,9 @@ def command(cassette: Path, fmt: str, out: str) -> None:
     if not plain:
         copy_side_files(cas, target)
     save(cas, target, plain=plain)
-    click.echo(f"spoolproxy export: wrote {len(cas.interactions)} interactions to {target} ({fmt} layout)", err=True)
+    kept = [i for i in cas.interactions if i.response is not None] if plain else cas.interactions
+    note = ""
+    if len(kept) != len(cas.interactions):
+        n = len(cas.interactions) - len(kept)
+        note = f"; left out {n} without a response (connection errors), which vcrpy cannot represent"
+    click.echo(f"spoolproxy export: wrote {len(kept)} interactions to {target} ({fmt} layout){note}", err=True)
