@@ -118,7 +118,7 @@ def _link_results(cassette: Cassette, t: Transcript) -> None:
             res = ToolResult(call_id=m.tool_call_id or (ref[1].id if ref else None), name=name or (ref[1].name if ref else None),
                              content=m.text, content_json=m.content_json, is_error=m.is_error, interaction=step.index,
                              call_interaction=ref[0] if ref else None)
-            lo = ref[0] if ref else -1
+            lo = ref[0] if ref else max(-1, step.index - 50)  # no call found: look back a bounded window
             src = _find_source(cassette, t, res, lo, step.index, linked, ref[1] if ref else None)
             if src is not None:
                 linked.add(src)

@@ -25,6 +25,12 @@ def check(ctx: Context) -> list:
     out = []
     fa = ctx.transcript.final_answer
     fed = {r.source_interaction: r for r in ctx.transcript.tool_results if r.source_interaction is not None}
+    pages = [i for i in fed if ctx.is_html(i)]
+    last_ok: dict[str | None, int] = {}
+    if pages:
+        for r2 in ctx.transcript.tool_results:
+            if ctx.tool_failure(r2) is None:
+                last_ok[r2.name] = max(last_ok.get(r2.name, -1), r2.interaction)
     for s in ctx.steps:
         i = s.index
         if not ctx.is_html(i):
@@ -37,9 +43,7 @@ def check(ctx: Context) -> list:
                                    f"{'an SSE stream' if s.llm and s.llm.stream.is_stream else 'JSON'}", ev))
         elif i in fed and ctx.is_error_page(i):
             r = fed[i]
-            recovered = fa is not None and (ctx.acknowledges(fa.text) or any(
-                r2.name == r.name and r2.interaction > r.interaction and ctx.tool_failure(r2) is None
-                for r2 in ctx.transcript.tool_results))
+            recovered = fa is not None and (ctx.acknowledges(fa.text) or last_ok.get(r.name, -1) > r.interaction)
             out.append(ctx.finding(KIND, "warn" if recovered else "error", [i, r.interaction],
                                    f"tool {r.name or s.host} got an HTML error page ({s.status}) and it was fed to the model as data", ev))
     return out

@@ -29,14 +29,19 @@ def check(ctx: Context) -> list:
         return []
     results = ctx.transcript.tool_results
     failed = {id(r): ctx.tool_failure(r) for r in results}
+    last_ok: dict[str | None, tuple[int, int]] = {}  # tool name -> position of its last good result
+    for r in results:
+        if failed[id(r)] is None:
+            pos = _pos(r)
+            if pos > last_ok.get(r.name, (-1, -1)):
+                last_ok[r.name] = pos
     by_tool: dict[str, list] = {}
     for r in results:
         f = failed[id(r)]
         if f is None or r.interaction > fa.interaction:
             continue
-        later_ok = any(r2.name == r.name and failed[id(r2)] is None and _after(r2, r) for r2 in results)
-        if later_ok:
-            continue
+        if last_ok.get(r.name, (-1, -1)) > _pos(r):
+            continue  # a later call of the same tool worked: recovered
         extra = [re.escape(q.quote) for e in f[1] if e is not None for q in [e] if len(q.quote) <= 40]
         if ctx.acknowledges(fa.text, extra):
             continue
@@ -59,7 +64,6 @@ def check(ctx: Context) -> list:
     return out
 
 
-def _after(r2, r) -> bool:
-    a2 = r2.call_interaction if r2.call_interaction is not None else r2.interaction
-    a1 = r.call_interaction if r.call_interaction is not None else r.interaction
-    return a2 > a1 or (r2.interaction > r.interaction)
+def _pos(r) -> tuple[int, int]:
+    """Where a result sits in the run: (interaction of its call, interaction that carried it)."""
+    return (r.call_interaction if r.call_interaction is not None else r.interaction, r.interaction)
