@@ -1,6 +1,6 @@
 """``python -m bench [--quick] [--only B1,B3] [--out DIR] [--keep]``: run the benchmarks and
-write ``results.md``/``results.json`` (``results-quick.*`` with ``--quick``) into ``--out``
-(default: this directory).  Exit status 0 when every row was produced, even if targets were
+write ``results.md``/``results.json`` into ``--out`` (default: ``bench/``; with ``--quick``,
+``results-quick.*`` in the git-ignored ``bench/out/``).  Exit status 0 when every row was produced, even if targets were
 missed or a subject was not available (those rows say so); 1 on an internal error."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def all_specs() -> dict[str, list[tuple[str, str, str, str]]]:
         for fn in fns:
             rows = fn()
             out.setdefault(rows[0][0].split(".")[0], []).extend(rows)
-    return out
+    return dict(sorted(out.items()))
 
 
 def row_ids() -> list[str]:
@@ -47,17 +47,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="tiny sizes, few repeats (smoke run, ~30 s)")
     ap.add_argument("--only", default="", help="comma-separated sections, e.g. B1,B3 (others: not run)")
-    ap.add_argument("--out", type=Path, default=HERE, help="directory for the results files")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="directory for the results files (default: bench/, or bench/out/ with --quick)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, cassettes)")
     args = ap.parse_args(argv)
     cfg = QUICK if args.quick else FULL
+    out = args.out or (HERE / "out" if args.quick else HERE)
     only = {s.strip().upper() for s in args.only.split(",") if s.strip()}
     res = report.Results()
     for sec, rows in all_specs().items():
         res.declare(sec, rows)
     started = time.time()
     header = {
-        "command": "python -m bench" + ("" if argv is None and len(sys.argv) < 2 else " " + shlex.join(argv if argv is not None else sys.argv[1:])),
+        "command": shlex.join(["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)]),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "mode": "quick (smoke sizes; not for comparison)" if cfg.quick else "full",
         "machine": env.machine(),
@@ -80,14 +82,12 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()
                 res.unavailable(sec + ".", f"{sec} failed: {type(exc).__name__}: {exc}")
             print(f"bench: {sec} done in {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
-        if sec == "B6" or True:
-            pass
     header["duration_s"] = time.time() - started
     header["machine"]["load_end"] = env.load()
     notes_file = HERE / "analysis.md"
     notes = notes_file.read_text() if notes_file.exists() and not cfg.quick else ""
     stem = "results-quick" if cfg.quick else "results"
-    jpath, mpath = report.write(res, args.out, header, stem=stem, notes=notes)
+    jpath, mpath = report.write(res, out, header, stem=stem, notes=notes)
     print(f"bench: wrote {mpath} and {jpath} in {header['duration_s']:.0f} s", file=sys.stderr)
     return 1 if failed else 0
 

@@ -29,7 +29,7 @@ def specs() -> list[tuple[str, str, str, str]]:
     rows = []
     for size in ("1k", "100k"):
         label = "1 KB" if size == "1k" else "100 KB"
-        for s in ("direct", "mitmdump", "spoolproxy"):
+        for s in SUBJECTS:
             rows += [(f"B1.json{size}.{s}.p50", SUBJECTS[s], f"{label} JSON latency p50", "ms"),
                      (f"B1.json{size}.{s}.p99", SUBJECTS[s], f"{label} JSON latency p99", "ms"),
                      (f"B1.json{size}.{s}.rps", SUBJECTS[s], f"{label} JSON requests/s", "req/s")]
@@ -120,12 +120,11 @@ def run(res: Results, ctx: RunContext) -> None:
             res.unavailable(f"B1.sse.{s}", f"warm-up failed: {exc}")
     for _ in range(cfg.b1_runs):
         for s, c in clients.items():
-            if s != "mitmdump_stream":
-                for size, url, n in (("1k", url1k, cfg.b1_requests_1k), ("100k", url100k, cfg.b1_requests_100k)):
-                    lat, rps = _json_batch(c, url, n, 1024 if size == "1k" else 102400)
-                    add(s, f"{size}.p50", percentile(lat, 50))
-                    add(s, f"{size}.p99", percentile(lat, 99))
-                    add(s, f"{size}.rps", rps)
+            for size, url, n in (("1k", url1k, cfg.b1_requests_1k), ("100k", url100k, cfg.b1_requests_100k)):
+                lat, rps = _json_batch(c, url, n, 1024 if size == "1k" else 102400)
+                add(s, f"{size}.p50", percentile(lat, 50))
+                add(s, f"{size}.p99", percentile(lat, 99))
+                add(s, f"{size}.rps", rps)
             tt, tot = [], []
             for _ in range(cfg.b1_sse_streams):
                 a, b = _sse(c, url_sse, cfg.b1_sse_events)
@@ -144,12 +143,12 @@ def run(res: Results, ctx: RunContext) -> None:
 
     d = data["direct"]
     for size in ("1k", "100k"):
-        for s in ("direct", "mitmdump", "spoolproxy"):
+        for s in SUBJECTS:
             if s not in data or f"{size}.p50" not in data[s]:
                 continue
             v = data[s]
-            ref = "direct" if s == "mitmdump" else ("bare mitmdump" if s == "spoolproxy" else None)
-            refd = d if s == "mitmdump" else data.get("mitmdump", {})
+            ref = "bare mitmdump" if s == "spoolproxy" else ("direct" if s != "direct" else None)
+            refd = data.get("mitmdump", {}) if s == "spoolproxy" else d
             for m in ("p50", "p99", "rps"):
                 kw = {}
                 if ref and f"{size}.{m}" in refd:
@@ -160,7 +159,7 @@ def run(res: Results, ctx: RunContext) -> None:
                         ok = med <= 1.10 if m == "p50" else med >= 1 / 1.10
                         kw.update(target="≤ 1.10× bare mitmdump" if m == "p50" else "≥ bare mitmdump / 1.10", met=ok)
                 res.set(f"B1.json{size}.{s}.{m}", v[f"{size}.{m}"], note=notes.get(s, "") if m == "p50" else "", **kw)
-            if s != "direct":
+            if s in ("mitmdump", "spoolproxy"):
                 added = per_run(v[f"{size}.p50"], d[f"{size}.p50"], lambda x, y: x - y)
                 kw = dict(target="< 2 ms", met=percentile(added, 50) < 2.0) if s == "spoolproxy" else {}
                 res.set(f"B1.json{size}.{s}.added_p50", added, reference="direct", **kw)

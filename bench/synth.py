@@ -68,6 +68,23 @@ def sse_body(i: int, events: int = 20) -> tuple[bytes, list[Chunk]]:
     return b"".join(parts), chunks
 
 
+def sse_tool_call_body(i: int, call: dict) -> tuple[bytes, list[Chunk]]:
+    """An OpenAI Chat Completions stream whose assistant turn is one tool call (streamed
+    ``delta.tool_calls``: id/name first, then the arguments in pieces), and its chunk list."""
+    base = {"id": f"chatcmpl-{i:08d}", "object": "chat.completion.chunk", "created": 1767225600 + i,
+            "model": "gpt-4o-mini"}
+    args = call["function"]["arguments"]
+    deltas = [{"role": "assistant", "content": None, "tool_calls": [
+        {"index": 0, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}]}]
+    deltas += [{"tool_calls": [{"index": 0, "function": {"arguments": args[k:k + 8]}}]} for k in range(0, len(args), 8)]
+    parts = [b"data: " + _dumps({**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]}) + b"\n\n"
+             for d in deltas]
+    parts.append(b"data: " + _dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}) + b"\n\n")
+    parts.append(b"data: [DONE]\n\n")
+    chunks = [Chunk(offset_ms=round(5.0 * k, 3), size=len(p)) for k, p in enumerate(parts)]
+    return b"".join(parts), chunks
+
+
 def _req_headers(body: bytes) -> dict:
     return {"Content-Type": ["application/json"], "Accept": ["application/json"],
             "Content-Length": [str(len(body))], "User-Agent": ["OpenAI/Python 1.99.0"],
@@ -123,7 +140,8 @@ def agent_run(n: int) -> Cassette:
     """An ``n``-interaction agent run, OpenAI Chat Completions wire format.
 
     Episodes of 8 interactions: model turn -> tool call (``search``) -> tool GET -> model turn
-    with the tool result -> ... -> final answer; every 4th model turn is streamed (SSE);
+    with the tool result -> ... -> final answer; every 4th model turn is streamed (SSE,
+    tool-call deltas);
     one episode in 50 hits an HTTP 500 on the tool and one in 40 repeats the same tool call.
     The message history sent to the model is the episode's own (bounded).
     """
@@ -142,7 +160,7 @@ def agent_run(n: int) -> Cassette:
             rb = chat_request_body(i, messages=list(messages), stream=(i % 4 == 0))
             req = Request(method="POST", uri=OPENAI_CHAT, headers=_req_headers(rb), body=rb)
             if i % 4 == 0:
-                body, chunks = sse_body(i, events=12)
+                body, chunks = sse_tool_call_body(i, call)
                 resp = Response(status=200, reason="OK", body=body, chunks=chunks,
                                 headers={"Content-Type": ["text/event-stream; charset=utf-8"]})
             else:
