@@ -143,3 +143,14 @@ def test_every_corpus_cassette_is_readable(corpus_dir):
     r = spool("scan", "-q", str(corpus_dir))
     assert r.returncode in (0, 1), r.stderr  # 2 would mean a corpus file could not be read
     assert "spoolproxy: error" not in r.stderr
+
+
+def test_other_yaml_in_a_directory_is_scanned_as_text(tmp_path):
+    save(Redactor().cassette(Cassette(interactions=[interaction()])), tmp_path / "run.yaml")
+    (tmp_path / "ci.yml").write_text("jobs:\n  test:\n    steps: [checkout]\n")
+    r = spool("scan", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (tmp_path / "settings.json").write_text(json.dumps({"openai": OPENAI_KEY}))
+    r = spool("scan", str(tmp_path))
+    assert r.returncode == 1 and f"{tmp_path / 'settings.json'}: text: openai-key" in r.stdout
+    assert spool("scan", str(tmp_path / "ci.yml")).returncode == 2  # named explicitly: must be a cassette

@@ -8,7 +8,7 @@ searched recursively.  Each hit is one line on stdout::
 
 The secret itself is never printed.  Exit status: 0 clean, 1 when anything secret-shaped
 was found, 2 when an input cannot be read or is not a cassette (one line per bad file on
-stderr).  The shapes are those of :mod:`spoolproxy.cassettes.redact`, plus ``[redact]``
+stderr).  Other YAML/JSON files met while walking a directory are scanned as plain text.  The shapes are those of :mod:`spoolproxy.cassettes.redact`, plus ``[redact]``
 in spoolproxy.toml and ``--pattern``.
 """
 
@@ -52,14 +52,15 @@ def _in_side_dir(p: Path) -> bool:
 
 
 def classify(paths: Iterable[str | Path]) -> Iterator[tuple[str, Path]]:
-    """Expand *paths* into ``(kind, file)`` with kind ``cassette``, ``journal`` or
+    """Expand *paths* into ``(kind, file)`` with kind ``cassette`` (named explicitly),
+    ``found`` (a ``*.yaml``/``*.yml``/``*.json`` found in a directory), ``journal`` or
     ``side``.  Raises CassetteError for a path that does not exist."""
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
             for f in iter_paths([p]):
                 if not _in_side_dir(f):
-                    yield "cassette", f
+                    yield "found", f
             for f in sorted(p.rglob(f".*{JOURNAL_SUFFIX}")):
                 yield "journal", f
             for d in sorted(p.rglob("*.bodies")):
@@ -89,7 +90,8 @@ def scan_bytes(path: Path, data: bytes, red: Redactor) -> Iterator[Hit]:
 
 def scan_file(kind: str, path: Path, red: Redactor, seen: set[Path]) -> list[Hit]:
     """All hits in one file.  A cassette's side body files are scanned with it unless
-    already in *seen* (resolved paths; those scanned on their own), and added to it.
+    already in *seen* (resolved paths; those scanned on their own), and added to it.  A
+    YAML/JSON file found in a directory that is not a cassette is scanned as plain text.
 
     Raises CassetteError when the file cannot be read or is not a cassette/journal.
     """
@@ -105,12 +107,18 @@ def scan_file(kind: str, path: Path, red: Redactor, seen: set[Path]) -> list[Hit
         except ValueError as exc:  # FormatError from a malformed entry
             raise CassetteError(path, f"not a readable journal ({exc})") from None
     else:
-        cas = load(path)
+        try:
+            cas = load(path)
+        except CassetteError as exc:
+            if kind == "found" and exc.problem.startswith("not a cassette"):
+                # some other YAML/JSON file in the directory: scan its text as it is
+                return [Hit(path, None, "text", h.kind, h.excerpt) for h in scan_bytes(path, path.read_bytes(), red)]
+            raise
     hits: list[Hit] = []
     for i, it in enumerate(cas.interactions):
         hits += [Hit(path, h.interaction, h.field, h.kind, h.excerpt) for h in scan_interaction(i, it, red)]
         ref = it.response.body_ref if it.response is not None else None
-        if kind == "cassette" and ref is not None and ref.file:
+        if ref is not None and ref.file:
             side = (path.parent / ref.file).resolve()
             if side.is_file() and side not in seen:
                 seen.add(side)
