@@ -229,3 +229,19 @@ def test_ca_lives_in_the_user_directory_with_private_key_modes(spool_home):
     os.chmod(key, 0o644)
     ensure_ca()
     assert stat.S_IMODE(key.stat().st_mode) == 0o600  # repaired
+
+
+def test_reverse_env_tells_the_child_where_each_upstream_listens():
+    from spoolproxy.proxy.child import reverse_env
+    from spoolproxy.proxy.upstream import parse_reverse_spec
+
+    assert parse_reverse_spec("https://api.openai.com@8080") == ("https://api.openai.com", 8080)
+    assert parse_reverse_spec("http://127.0.0.1:9000") == ("http://127.0.0.1:9000", None)
+    with pytest.raises(UsageError):
+        parse_reverse_spec("https://api.openai.com@0")
+    ports = {"https://api.openai.com": 4001, "https://api.anthropic.com": 4002, "https://tools.example:8443": 4003}
+    env = reverse_env(ports, base={"ANTHROPIC_BASE_URL": "https://my-gateway.example"})
+    assert env["SPOOLPROXY_REVERSE_API_OPENAI_COM"] == "http://127.0.0.1:4001"
+    assert env["SPOOLPROXY_REVERSE_TOOLS_EXAMPLE"] == "http://127.0.0.1:4003"
+    assert env["OPENAI_BASE_URL"] == "http://127.0.0.1:4001/v1"
+    assert "ANTHROPIC_BASE_URL" not in env  # the user's own gateway setting is left alone

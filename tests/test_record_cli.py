@@ -243,3 +243,18 @@ def test_malformed_connect_to_is_one_line(tmp_path, spool_home, spec):
     assert proc.returncode == 2
     assert "--connect-to" in _one_error_line(proc)
     assert not marker.exists()
+
+
+def test_reverse_mode_gives_cmd_its_base_url_and_records_the_real_url(tmp_path, spool_home, fake_provider):
+    path = tmp_path / "rev.yaml"
+    script = (
+        "curl -sS \"$OPENAI_BASE_URL/chat/completions\" -H 'content-type: application/json' "
+        "-d '{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}' && "
+        "curl -sS \"$SPOOLPROXY_REVERSE_API_OPENAI_COM/v1/models\""
+    )
+    proc = run_cli(["record", "-q", "-c", str(path), "--reverse", "https://api.openai.com", *_upstream(fake_provider),
+                    "--", "sh", "-c", script], spool_home)
+    assert proc.returncode == 0, proc.stderr
+    assert '"chat.completion"' in proc.stdout and '"list"' in proc.stdout
+    uris = [it.request.uri for it in load(path).interactions]
+    assert uris == ["https://api.openai.com/v1/chat/completions", "https://api.openai.com/v1/models"]

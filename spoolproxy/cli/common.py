@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 import click
 
 from ..errors import UsageError
-from ..proxy.child import check_command, child_env, export_lines, run_child
+from ..proxy.child import check_command, child_env, export_lines, reverse_env, run_child
 from ..proxy.runner import ProxyRunner
 
 #: context settings for commands taking ``-- CMD [ARGS...]``: everything after the first
@@ -79,8 +79,10 @@ class ProxySettings:
         )
 
     def env_for(self, runner: ProxyRunner, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The child environment for a started ``runner``."""
-        return child_env(
+        """The child environment for a started ``runner`` (proxy, CA bundle, NO_PROXY and,
+        for ``--reverse`` upstreams, ``SPOOLPROXY_REVERSE_<HOST>`` / ``OPENAI_BASE_URL`` /
+        ``ANTHROPIC_BASE_URL``; see :func:`~spoolproxy.proxy.child.reverse_env`)."""
+        env = child_env(
             runner.proxy_url,
             runner.ca.bundle,
             base=base,
@@ -88,6 +90,8 @@ class ProxySettings:
             no_proxy=self.no_proxy,
             ca_cert=runner.ca.cert,
         )
+        env.update(reverse_env(runner.reverse_ports, runner.connect_host, env))
+        return env
 
 
 def proxy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -145,8 +149,9 @@ def proxy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--reverse", multiple=True, metavar="URL",
-            help="Also run a reverse proxy for this upstream base URL (repeatable; one local port each), "
-            "for clients that cannot use a proxy: OPENAI_BASE_URL=http://127.0.0.1:PORT/v1.",
+            help="Also run a reverse proxy for this upstream base URL, URL@PORT for a fixed local port "
+            "(repeatable; one port each), for clients that cannot use a proxy. CMD gets "
+            "SPOOLPROXY_REVERSE_<HOST>=http://127.0.0.1:PORT, and OPENAI_BASE_URL/ANTHROPIC_BASE_URL for those hosts.",
         ),
         click.option("--listen-host", default="127.0.0.1", show_default=True, help="Address the proxy listens on."),
         click.option("--port", "-p", type=int, default=None, help="Proxy port (default: a free port)."),
@@ -233,8 +238,6 @@ def run_session(
         click.echo(f"# spoolproxy: {banner.lower()} via {runner.proxy_url}; paste into another shell:")
         for line in export_lines(env, env_base if env_base is not None else os.environ):
             click.echo(line)
-        for url, port in runner.reverse_ports.items():
-            click.echo(f"# reverse proxy for {url}: http://127.0.0.1:{port}")
         click.echo("# press Ctrl-C (or send SIGTERM) to stop and write the cassette", err=False)
         wait_for_signal()
         return None
@@ -246,7 +249,7 @@ def _reverse_note(runner: ProxyRunner) -> str:
     ports = runner.reverse_ports
     if not ports:
         return ""
-    return "; " + ", ".join(f"{u} at http://127.0.0.1:{p}" for u, p in ports.items())
+    return "; " + ", ".join(f"{u} at http://{runner.connect_host}:{p}" for u, p in ports.items())
 
 
 def relative_cwd(project_root: Path | None = None) -> str:

@@ -73,6 +73,40 @@ def child_env(
     return env
 
 
+#: base-URL variables SDKs read, per upstream host, set for ``--reverse`` upstreams
+BASE_URL_VARS = {
+    "api.openai.com": ("OPENAI_BASE_URL", "/v1"),
+    "api.anthropic.com": ("ANTHROPIC_BASE_URL", ""),
+}
+
+
+def reverse_env(reverse_ports: Mapping[str, int], host: str = "127.0.0.1", base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Variables telling a child where the reverse proxies listen.
+
+    ``SPOOLPROXY_REVERSE_<HOST>`` (host upper-cased, non-alphanumerics as ``_``) =
+    ``http://HOST:PORT`` for every upstream; plus ``OPENAI_BASE_URL``
+    (``http://HOST:PORT/v1``) / ``ANTHROPIC_BASE_URL`` when those upstreams are reversed and
+    the variable is unset in ``base`` or points at the real upstream.
+    """
+    import re
+    from urllib.parse import urlsplit
+
+    base = os.environ if base is None else base
+    out: dict[str, str] = {}
+    if ":" in host:
+        host = f"[{host}]"
+    for url, port in reverse_ports.items():
+        upstream = urlsplit(url).hostname or ""
+        local = f"http://{host}:{port}"
+        out["SPOOLPROXY_REVERSE_" + re.sub(r"[^A-Z0-9]", "_", upstream.upper())] = local
+        if upstream in BASE_URL_VARS:
+            var, suffix = BASE_URL_VARS[upstream]
+            current = base.get(var, "")
+            if not current or upstream in current:
+                out[var] = local + suffix
+    return out
+
+
 def export_lines(env: Mapping[str, str], base: Mapping[str, str] | None = None) -> list[str]:
     """``export NAME='value'`` lines for the variables ``env`` sets or changes relative
     to ``base`` (default ``os.environ``), for a user to paste into another shell."""
@@ -80,6 +114,8 @@ def export_lines(env: Mapping[str, str], base: Mapping[str, str] | None = None) 
 
     base = os.environ if base is None else base
     names = [*PROXY_VARS, *NO_PROXY_VARS, *BUNDLE_VARS, "NODE_EXTRA_CA_CERTS", "NODE_USE_ENV_PROXY"]
+    names += sorted(n for n in env if n.startswith("SPOOLPROXY_REVERSE_"))
+    names += [var for var, _ in BASE_URL_VARS.values() if env.get(var) != base.get(var)]
     lines = [f"export {n}={shlex.quote(env[n])}" for n in names if n in env]
     if "SSL_CERT_DIR" in base and "SSL_CERT_DIR" not in env:
         lines.append("unset SSL_CERT_DIR")

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import SpoolError
 from .ca import ensure_ca
-from .upstream import ConnectTo, parse_connect_to, parse_reverse, upstream_trust_file
+from .upstream import ConnectTo, parse_connect_to, parse_reverse_spec, upstream_trust_file
 
 _ACTIVE = threading.Lock()  # one mitmproxy master per process (mitmproxy.ctx is global)
 
@@ -56,8 +56,8 @@ class ProxyRunner:
 
     ``addons``: mitmproxy addon objects added after the default addons (and after the
     ``--connect-to`` addon).  ``listen_host``/``listen_port``: the forward proxy's address
-    (port 0 = free port).  ``reverse``: upstream base URLs (``https://api.openai.com``),
-    one local port each (:attr:`reverse_ports`).  ``options``: extra mitmproxy options,
+    (port 0 = free port).  ``reverse``: upstream base URLs (``https://api.openai.com``,
+    or ``URL@PORT`` for a fixed local port), one local port each (:attr:`reverse_ports`).  ``options``: extra mitmproxy options,
     e.g. ``{"connection_strategy": "lazy"}``.  ``upstream_ca``: a PEM file trusted for
     upstream servers in addition to the usual roots.  ``insecure_upstream``: do not verify
     upstream certificates.  ``connect_to``: ``HOST1:PORT1:HOST2:PORT2`` rules.
@@ -82,7 +82,7 @@ class ProxyRunner:
         self.addons = list(addons)
         self.listen_host = listen_host
         self.listen_port = int(listen_port)
-        self.reverse = [parse_reverse(u) for u in reverse]
+        self.reverse = [parse_reverse_spec(u) for u in reverse]
         self.extra_options = dict(options or {})
         self.upstream_ca = Path(upstream_ca) if upstream_ca else None
         self.insecure_upstream = insecure_upstream
@@ -106,11 +106,15 @@ class ProxyRunner:
         return self._port
 
     @property
+    def connect_host(self) -> str:
+        """The address clients on this machine use (127.0.0.1 for a wildcard listen host)."""
+        host = self.listen_host or "127.0.0.1"
+        return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+
+    @property
     def proxy_url(self) -> str:
         """``http://HOST:PORT`` of the forward proxy (IPv6 hosts bracketed)."""
-        host = self.listen_host or "127.0.0.1"
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
+        host = self.connect_host
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"
@@ -196,9 +200,10 @@ class ProxyRunner:
         if self.upstream_ca is not None:
             opts["ssl_verify_upstream_trusted_ca"] = str(upstream_trust_file(self.upstream_ca, self.ca.confdir.parent))
         modes = ["regular"]
-        for url in self.reverse:
-            port = _free_port(self.listen_host)
+        for url, fixed in self.reverse:
+            port = fixed or _free_port(self.listen_host)
             self._reverse_ports[url] = port
+            self.connect_to.reverse_ports[port] = url
             modes.append(f"reverse:{url}@{port}")
         opts["mode"] = modes
         opts.update(self.extra_options)

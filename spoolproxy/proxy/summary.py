@@ -8,6 +8,8 @@ adapters).  A call is recognised by host and path:
   ``/chat/completions``, ``/completions``, ``/responses`` or ``/embeddings``
   (OpenAI Chat Completions / Responses API);
 * ``anthropic``: ``/v1/messages`` (Anthropic Messages API);
+
+(only ``POST`` requests count as model calls);
 * ``gemini``: ``:generateContent`` / ``:streamGenerateContent`` (Gemini API);
 * ``ollama``: ``/api/chat``, ``/api/generate`` (Ollama API).
 
@@ -31,19 +33,20 @@ _GEMINI_MODEL = re.compile(r"/models/([^/:]+):(?:stream)?[gG]enerateContent")
 
 
 def provider_of(it: Interaction) -> str | None:
-    """The LLM provider an interaction talks to, or None for a plain HTTP call."""
+    """The LLM provider a model call goes to, or None for anything else (a plain HTTP
+    call, or a provider endpoint that is not a model call, such as ``GET /v1/models``)."""
+    if it.request.method != "POST":
+        return None
     host = it.request.host.lower()
     path = it.request.url.path
-    if ":generateContent" in path or ":streamGenerateContent" in path or host == "generativelanguage.googleapis.com":
+    if ":generateContent" in path or ":streamGenerateContent" in path:
         return "gemini"
-    if path.endswith("/v1/messages") or host == "api.anthropic.com":
+    if path.endswith(("/v1/messages", "/v1/complete")):
         return "anthropic"
     if path in ("/api/chat", "/api/generate"):
         return "ollama"
-    if any(path.endswith(p) for p in _OPENAI_PATHS):
+    if path.endswith(_OPENAI_PATHS):
         return "openai" if host == "api.openai.com" else "openai-compatible"
-    if host == "api.openai.com":
-        return "openai"
     return None
 
 

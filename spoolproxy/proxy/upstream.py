@@ -66,6 +66,16 @@ def parse_connect_to(spec: str) -> ConnectRule:
     return ConnectRule(strip(h1) or None, _port(p1, spec), strip(h2) or None, _port(p2, spec))
 
 
+def parse_reverse_spec(spec: str) -> tuple[str, int | None]:
+    """``URL`` or ``URL@PORT`` -> (normalised URL, local port or None for a free one)."""
+    url, sep, port = spec.strip().rpartition("@")
+    if not sep or "/" in port:
+        return parse_reverse(spec), None
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--reverse {spec!r}: the local port after '@' must be 1-65535")
+    return parse_reverse(url), int(port)
+
+
 def parse_reverse(url: str) -> str:
     """Validate a ``--reverse`` upstream (``http(s)://host[:port]``) and return it normalised.
 
@@ -87,11 +97,35 @@ def parse_reverse(url: str) -> str:
 
 
 class ConnectTo:
-    """mitmproxy addon applying :class:`ConnectRule` s to upstream connections."""
+    """mitmproxy addon applying :class:`ConnectRule` s to upstream connections.
 
-    def __init__(self, rules: Sequence[ConnectRule]) -> None:
+    It also short-cuts requests that reach the *forward* proxy for one of our own reverse
+    proxy ports (a client with both ``HTTP_PROXY`` and ``OPENAI_BASE_URL=http://127.0.0.1:PORT``
+    set): ``reverse_ports`` maps such a local port to its upstream URL, and the request is
+    sent straight to that upstream, recorded once, under the upstream's URL.
+    """
+
+    LOCAL_NAMES = ("127.0.0.1", "localhost", "::1")
+
+    def __init__(self, rules: Sequence[ConnectRule], reverse_ports: dict[int, str] | None = None) -> None:
         self.rules = list(rules)
+        self.reverse_ports = dict(reverse_ports or {})
         self._original: dict[str, tuple] = {}
+
+    def requestheaders(self, flow) -> None:
+        if not self.reverse_ports:
+            return
+        req = flow.request
+        url = self.reverse_ports.get(req.port)
+        if url is None or req.host not in self.LOCAL_NAMES or req.scheme != "http":
+            return
+        if getattr(flow.client_conn.proxy_mode, "type_name", "") != "regular":
+            return
+        up = urlsplit(url)
+        req.scheme = up.scheme
+        req.host = up.hostname
+        req.port = up.port or (443 if up.scheme == "https" else 80)
+        req.host_header = up.netloc
 
     def target(self, host: str, port: int) -> tuple[str, int] | None:
         """Where a connection to ``host:port`` goes instead, or None."""
