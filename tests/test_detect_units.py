@@ -326,3 +326,24 @@ def test_detect_config_from_toml(tmp_path):
 def test_chat_request_builder_round_trip():
     body = json.loads(chat_request(USER, [tool("a")], stream=True))
     assert body["stream"] is True and body["tools"][0]["function"]["name"] == "a" and OPENAI.endswith("/chat/completions")
+
+
+def test_transport_failure_without_response():
+    from spoolproxy.cassettes import Failure, Interaction, Request
+
+    from spoolproxy.cli.show import summary
+    from spoolproxy.detectors import build_transcript
+
+    dead = Interaction(request=Request(method="POST", uri=OPENAI, body=chat_request(USER)),
+                       error=Failure(kind="reset", message="connection reset by peer", during="connect"))
+    cas = cassette(dead, llm(USER, chat_response("Hi.")))
+    rep = analyze(cas)
+    f = one(rep, "http_error")
+    assert f.severity == "warn" and "transport failure" in f.message
+    assert f.evidence and f.evidence[0].path == "error.message"
+    t = build_transcript(cas)
+    assert t.steps[0].status is None and "reset" in summary(t.steps[0])
+    cut = Interaction(request=Request(method="POST", uri=OPENAI, body=chat_request(USER, stream=True)),
+                      response=llm(USER, chat_sse("Half", finish=None, done=False), stream=True).response,
+                      error=Failure(kind="reset", message="stream cut", during="response"))
+    assert one(analyze(cassette(cut)), "stream_incomplete").severity == "error"
