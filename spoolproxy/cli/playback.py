@@ -130,25 +130,46 @@ def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignor
     code: int | None = None
     try:
         code = run_session(proxy, runner, banner="Playback")
-    finally:
-        if recorder is not None and runner.master is not None:
-            target, added = recorder.finish(exit_code=code)
-            if added:
-                say(f"spoolproxy: recorded {added} live interaction{'s' if added != 1 else ''} into {target}")
-        report = session.report()
-        if cfg.live:
-            report.unused = [u for u in report.unused if not session.is_live_host(_host(u.uri))]
-        if report_path:
-            report.write(report_path)
-        if proxy.quiet:
-            if not report.clean:
-                click.echo(report.summary_line(), err=True)
-        else:
-            click.echo(report.render(), err=True)
+    except SpoolError:
+        if not _started(runner):  # port in use etc.: just the one error line
+            raise
+        _finish(recorder, runner, code, session, cfg, report_path, proxy, say)
+        raise
+    except BaseException:
+        _finish(recorder, runner, code, session, cfg, report_path, proxy, say)
+        raise
+    report = _finish(recorder, runner, code, session, cfg, report_path, proxy, say)
     if strict and not report.clean:
         click.echo(f"spoolproxy: --strict: exiting {STRICT_EXIT} (misses, divergences or unused interactions)", err=True)
         raise SystemExit(STRICT_EXIT)
     raise SystemExit(code or 0)
+
+
+def _started(runner) -> bool:
+    try:
+        runner.port
+    except SpoolError:
+        return False
+    return True
+
+
+def _finish(recorder, runner, code, session, cfg, report_path, proxy, say):
+    """Merge live recordings, write --report, print the report; returns the report."""
+    if recorder is not None and _started(runner):
+        target, added = recorder.finish(exit_code=code)
+        if added:
+            say(f"spoolproxy: recorded {added} live interaction{'s' if added != 1 else ''} into {target}")
+    report = session.report()
+    if cfg.live:
+        report.unused = [u for u in report.unused if not session.is_live_host(_host(u.uri))]
+    if report_path:
+        report.write(report_path)
+    if proxy.quiet:
+        if not report.clean:
+            click.echo(report.summary_line(), err=True)
+    else:
+        click.echo(report.render(), err=True)
+    return report
 
 
 def _host(uri: str) -> str:

@@ -49,11 +49,12 @@ class Entry:
     index: int
     interaction: Interaction
     norm: Normalized
+    uri: str = ""  #: the recorded URI, redacted (what reports and error messages show)
     served: int = 0
 
     def ref(self) -> RecordedRef:
         r = self.interaction.request
-        return RecordedRef(cassette=self.name, interaction=self.index, method=r.method, uri=r.uri)
+        return RecordedRef(cassette=self.name, interaction=self.index, method=r.method, uri=self.uri or r.uri)
 
 
 @dataclass
@@ -75,6 +76,7 @@ class Lookup:
     changes: list[Change] = field(default_factory=list)
     suggestions: list[str] = field(default_factory=list)
     verified: bool | None = None
+    display_uri: str = ""  #: the live URI, redacted
 
 
 class Index:
@@ -113,7 +115,7 @@ class Index:
         with self._lock:
             for i, it in enumerate(cas.interactions):
                 norm = self.fp.normalize(it.request)
-                e = Entry(len(self.entries), cas, label, i, it, norm)
+                e = Entry(len(self.entries), cas, label, i, it, norm, self.fp.redactor.uri(it.request.uri))
                 self.entries.append(e)
                 self._exact.setdefault(norm.key, deque()).append(e)
                 self._by_url.setdefault(norm.url_key, deque()).append(e)
@@ -155,7 +157,8 @@ class Index:
                 self._last_url[entry.norm.url_key] = entry
         if entry is None:
             return self._miss(request, actual)
-        result = Lookup(outcome, request, actual, entry=entry, repeat=repeat)  # type: ignore[arg-type]
+        result = Lookup(outcome, request, actual, entry=entry, repeat=repeat,  # type: ignore[arg-type]
+                        display_uri=self.fp.redactor.uri(request.uri))
         if outcome == "divergence":
             self._explain(result, entry)
         return result
@@ -196,7 +199,7 @@ class Index:
     def _miss(self, request: Request, actual: Normalized) -> Lookup:
         with self._lock:
             nearest = self._nearest(actual)
-        result = Lookup("miss", request, actual, nearest=nearest)
+        result = Lookup("miss", request, actual, nearest=nearest, display_uri=self.fp.redactor.uri(request.uri))
         if nearest is not None:
             self._explain(result, nearest)
             if nearest.served and not result.reasons:

@@ -34,7 +34,8 @@ def provider_of(host: str, path: str) -> str:
 def miss_message(lookup: Lookup) -> str:
     """One paragraph naming spoolproxy, the request and the nearest recorded request."""
     req = lookup.request
-    msg = f"spoolproxy playback: no recorded interaction matches {req.method} {req.uri}"
+    uri = lookup.display_uri or req.uri
+    msg = f"spoolproxy playback: no recorded interaction matches {req.method} {uri}"
     if lookup.nearest is not None:
         msg += f"; nearest recorded request: {lookup.nearest.ref().label()}"
         if lookup.changes:

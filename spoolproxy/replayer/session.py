@@ -161,7 +161,7 @@ class PlaybackSession:
                     seq=len(self._outcomes) + 1,
                     outcome=lk.outcome,
                     method=lk.request.method,
-                    uri=self.fingerprinter.redactor.uri(lk.request.uri),
+                    uri=lk.display_uri,
                     served=lk.entry.ref() if lk.entry else None,
                     nearest=lk.nearest.ref() if lk.nearest else None,
                     repeat=lk.repeat,
