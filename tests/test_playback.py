@@ -225,3 +225,18 @@ def test_http2_client_gets_streams_and_plain_responses(tmp_path, fake_provider):
         assert session.report().exact == 2
     assert s.returncode == 0 and s.stdout == b"".join(EVENTS) + b"\n2", s.stderr
     assert p.returncode == 0 and p.stdout == b'{"object": "list", "data": []}\n2', p.stderr
+
+
+def test_anthropic_sdk_surfaces_a_miss_in_its_error_shape_without_retrying(tmp_path, fake_provider):
+    import anthropic
+
+    path = write(tmp_path, "empty.yaml", [])
+    with playback([path], fake_provider) as (runner, session):
+        http = anthropic.DefaultHttpxClient(proxy=runner.proxy_url, verify=tls())
+        api = anthropic.Anthropic(api_key="sk-ant-api03-" + "y" * 40, http_client=http)
+        with pytest.raises(anthropic.BadRequestError) as err:
+            api.messages.create(model="claude-3-5-haiku-latest", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+        rep = session.report()
+    assert err.value.body["type"] == "error" and err.value.body["error"]["type"] == "invalid_request_error"
+    assert "spoolproxy playback: no recorded interaction matches POST https://api.anthropic.com/v1/messages" in str(err.value)
+    assert rep.misses == 1 and len(rep.requests) == 1
