@@ -172,6 +172,8 @@ class Playback:
                           f"spoolproxy playback: {exc}\n".encode())
             return
         headers = [(k, v) for k, vs in resp.headers.items() if k.lower() not in HOP_HEADERS for v in vs]
+        if resp.body_ref is not None and not resp.body_ref.file:  # recorded with --large-bodies elide
+            headers.append(("x-spoolproxy-elided", f"{resp.body_ref.size} bytes not stored; the body is empty"))
         realtime = self.session.config.realtime  # type: ignore[union-attr]
         cut = it.error is not None and it.error.during == "response"
         chunks = resp.chunks
