@@ -382,14 +382,20 @@ def _record(name: str, base: Path, home: Path) -> Session:
 
 
 @pytest.fixture(scope="module")
-def sessions(tmp_path_factory):
+def spool_home(tmp_path_factory) -> Path:
+    """A SPOOLPROXY_HOME for this module, its CA created once (before parallel runs race)."""
+    home = tmp_path_factory.mktemp("spoolproxy-home")
+    subprocess.run([sys.executable, "-m", "spoolproxy", "ca"], env={**os.environ, "SPOOLPROXY_HOME": str(home)},
+                   capture_output=True, timeout=60)
+    return home
+
+
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory, spool_home):
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")
     base = tmp_path_factory.mktemp("clients")
-    home = tmp_path_factory.mktemp("spoolproxy-home")
-    # create the spoolproxy CA once, before the parallel runs race to create it
-    subprocess.run([sys.executable, "-m", "spoolproxy", "ca"], env={**os.environ, "SPOOLPROXY_HOME": str(home)},
-                   capture_output=True, timeout=60)
+    home = spool_home
     with ThreadPoolExecutor(4) as pool:
         done = dict(zip(SCRIPTS, pool.map(lambda n: _record(n, base, home), SCRIPTS)))
     yield done
@@ -532,3 +538,74 @@ def test_plain_json_cassette_replays_through_vcrpy(sessions):
     assert r.status_code == 200
     assert r.json() == json.loads(recorded.response.body)
     assert r.json()["choices"][0]["message"]["content"] == "Echo: httpx plain"
+
+
+NODE_SCRIPT = """
+const base = process.env.FAKE_BASE || "https://api.openai.com";
+const out = {node: process.versions.node};
+try {
+  const r = await fetch(base + "/v1/chat/completions", {
+    method: "POST",
+    headers: {authorization: `Bearer ${process.env.FAKE_OPENAI_KEY}`, "content-type": "application/json"},
+    body: JSON.stringify({model: "gpt-4o-mini", messages: [{role: "user", content: "node fetch"}]}),
+    signal: AbortSignal.timeout(3000),
+  });
+  out.ok = true;
+  out.content = (await r.json()).choices[0].message.content;
+} catch (e) {
+  out.ok = false;
+  out.error = String(e);
+}
+console.log("RESULTS " + JSON.stringify(out));
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _node_major() -> int:
+    out = subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=30).stdout
+    return int(out.strip().lstrip("v").split(".")[0])
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_node_fetch(tmp_path, fake_provider, spool_home):
+    """Node's built-in fetch honours HTTPS_PROXY only from Node 24 (NODE_USE_ENV_PROXY=1,
+    which record sets).  Older Node: record says loudly that nothing was recorded, and
+    --reverse (base URL pointed at the local port) records it instead."""
+    script = tmp_path / "agent.mjs"
+    script.write_text(NODE_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")}
+    env.update(FAKE_OPENAI_KEY=KEY, SPOOLPROXY_HOME=str(spool_home))
+    upstream = ["--connect-to", f"api.openai.com:443:127.0.0.1:{fake_provider.port}",
+                "--upstream-ca", str(fake_provider.ca_pem_path)]
+
+    def record(cassette: Path, *extra: str, **more_env: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+        proc = subprocess.run([sys.executable, "-m", "spoolproxy", "record", "-c", str(cassette), *upstream, *extra,
+                               "--", "node", str(script)], capture_output=True, text=True,
+                              env={**env, **more_env}, timeout=120)
+        line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULTS ")), "RESULTS {}")
+        return proc, json.loads(line[len("RESULTS "):])
+
+    proc, res = record(tmp_path / "env" / "run.yaml")
+    if _node_major() >= 24:
+        assert res["ok"] and res["content"] == "Echo: node fetch", proc.stderr
+        assert len(load(tmp_path / "env" / "run.yaml")) == 1
+    else:
+        assert not res["ok"], res  # fetch ignored HTTPS_PROXY and there is no network
+        assert "nothing went through the proxy" in proc.stderr
+        assert len(load(tmp_path / "env" / "run.yaml")) == 0
+        assert fake_provider.log == []
+
+    port = _free_port()
+    proc, res = record(tmp_path / "rev" / "run.yaml", "--reverse", f"https://api.openai.com@{port}",
+                       FAKE_BASE=f"http://127.0.0.1:{port}")
+    assert res.get("ok") and res["content"] == "Echo: node fetch", (res, proc.stderr)
+    [it] = load(tmp_path / "rev" / "run.yaml").interactions
+    assert it.request.uri == "https://api.openai.com/v1/chat/completions"
+    assert KEY.encode() not in (tmp_path / "rev" / "run.yaml").read_bytes()
