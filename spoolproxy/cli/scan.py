@@ -174,8 +174,8 @@ def command(paths: tuple[Path, ...], patterns: tuple[str, ...], headers: tuple[s
         affected = len({h.file for h in hits})
         click.echo(
             f"spoolproxy scan: {len(hits)} secret-shaped string(s) in {affected} of {n_files} file(s); "
-            "re-record with redaction (or add the pattern to [redact] in spoolproxy.toml) and rewrite "
-            "the file with 'spoolproxy export --format spoolproxy'",
+            "rotate those keys, then rewrite each file redacted with "
+            "'spoolproxy export FILE --format spoolproxy -o FILE' (add custom shapes to [redact] in spoolproxy.toml)",
             err=True,
         )
     elif not quiet and not bad:
