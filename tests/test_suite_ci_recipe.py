@@ -1,0 +1,43 @@
+"""The CI recipe in examples/ci: the workflow runs `spoolproxy test` and uploads the artifact
+runs; the pre-commit hook entry runs `spoolproxy scan`, which refuses a planted key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from spoolproxy.cassettes import load, save
+
+CI = Path(__file__).resolve().parents[1] / "examples" / "ci"
+REPO = CI.parents[1]
+
+
+def test_workflow_runs_the_suite_and_uploads_artifacts() -> None:
+    wf = yaml.safe_load((CI / "regression.yml").read_text())
+    steps = wf["jobs"]["spoolproxy-test"]["steps"]
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert "spoolproxy test --suite spool" in runs and "--junit spool-report.xml" in runs
+    upload = next(s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact"))
+    assert upload["if"] == "always()" and "spool/.runs/" in upload["with"]["path"]
+
+
+def test_pre_commit_entry_runs_scan_and_catches_a_key(tmp_path: Path) -> None:
+    hooks = yaml.safe_load((CI / "pre-commit-hooks.yaml").read_text())
+    hook = next(h for h in hooks if h["id"] == "spoolproxy-scan")
+    assert hook["entry"] == "spoolproxy scan" and hook["pass_filenames"] is True
+    config = yaml.safe_load((CI / "pre-commit-config.yaml").read_text())
+    assert config["repos"][0]["hooks"][0]["entry"] == "spoolproxy scan"
+    clean = tmp_path / "cassettes" / "refund.yaml"
+    clean.parent.mkdir()
+    clean.write_bytes((REPO / "cassettes" / "refund.yaml").read_bytes())
+    argv = [sys.executable, "-m", "spoolproxy", *hook["entry"].split()[1:]]
+    assert subprocess.run([*argv, str(clean)], capture_output=True, text=True).returncode == 0
+    cas = load(clean)
+    cas.interactions[0].request.headers["authorization"] = ["Bearer sk-proj-" + "x" * 40]
+    dirty = tmp_path / "cassettes" / "leaky.yaml"
+    save(cas, dirty)  # save() does not redact: the caller does (here we plant the key on purpose)
+    r = subprocess.run([*argv, str(dirty)], capture_output=True, text=True)
+    assert r.returncode == 1 and "leaky.yaml: interaction 0" in r.stdout and "x" * 40 not in r.stdout
