@@ -111,10 +111,13 @@ def test_strict_exit_status_and_miss_in_child(tmp_path, agent_env, fake_ca):
     save(Cassette(), empty)
     lenient = spool("playback", "-c", str(empty), "--", sys.executable, "-c", "pass", env=env)
     assert lenient.returncode == 0
-    strict = spool("playback", "-c", str(empty), "--strict", "--", sys.executable, str(script), env=env)
+    child = ("import httpx; r = httpx.post('https://api.openai.com/v1/chat/completions', json={'model': 'm'}); "
+             "print(r.status_code, r.headers['x-should-retry'])")
+    strict = spool("playback", "-c", str(empty), "--strict", "--", sys.executable, "-c", child, env=env)
+    assert strict.stdout.split() == ["400", "false"]
     assert strict.returncode == 3, strict.stderr
-    assert "spoolproxy playback: no recorded interaction matches POST https://api.openai.com/v1/chat/completions" in strict.stderr
-    assert "missed 1" in strict.stderr  # the SDK raised at once: no retries
+    assert "MISS #1 POST https://api.openai.com/v1/chat/completions" in strict.stderr
+    assert "missed 1" in strict.stderr
 
 
 CORRUPT = {

@@ -83,7 +83,6 @@ def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignor
       spoolproxy playback -c cassettes/          # standalone: prints export lines
     """
     from ..cassettes.redact import Redactor
-    from ..replayer.addon import Playback
     from ..replayer.fingerprint import MatchOptions
     from ..replayer.session import PlaybackConfig, PlaybackSession
 
@@ -118,6 +117,8 @@ def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignor
     say = (lambda s: None) if proxy.quiet else (lambda s: click.echo(s, err=True))
     for line in session.skipped:
         click.echo(f"spoolproxy: warning: skipped bad cassette {line}", err=True)
+
+    from ..replayer.addon import Playback  # imports mitmproxy: only once the cassettes are good
 
     addons: list[object] = [Playback(session)]
     recorder = None
