@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 from ...cassettes.model import Interaction
-from ..models import Message, ModelCall, StreamInfo, ToolSpec, Usage
-from .common import content_text, error_of, make_tool_call, request_json, response_json, safe_int
+from ..models import Message, ModelCall, StreamInfo, ToolSpec
+from .common import tool_spec, content_text, error_of, make_tool_call, request_json, response_json, safe_int
 from .sse import json_events, looks_like_sse, parse_sse
 
 API = "anthropic-messages"
@@ -58,7 +58,7 @@ def parse_request_messages(req: dict) -> list[Message]:
 
 
 def parse_tools(req: dict) -> list[ToolSpec]:
-    return [ToolSpec(name=t["name"], schema=t.get("input_schema") if isinstance(t.get("input_schema"), dict) else None)
+    return [tool_spec(t["name"], t.get("input_schema") if isinstance(t.get("input_schema"), dict) else None)
             for t in req.get("tools") or [] if isinstance(t, dict) and t.get("name")]
 
 
@@ -85,7 +85,7 @@ def parse(it: Interaction, provider: str = "anthropic", req: Any = None) -> Mode
         call.error, call.error_code = error_of(response_json(it))
         call.stream.is_stream = bool(req.get("stream"))
         return call
-    if looks_like_sse(resp.body, resp.content_type):
+    if looks_like_sse(resp.body, resp):
         _parse_stream(call, resp.body, it.error is not None)
     else:
         doc = response_json(it)

@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from ...cassettes.model import Interaction
-from ..models import Message, ModelCall, StreamInfo, ToolSpec, Usage
-from .common import content_text, error_of, make_tool_call, request_json, response_json, safe_int
+from ..models import Message, ModelCall, StreamInfo, Usage
+from .common import split_uri, tool_spec, content_text, error_of, make_tool_call, request_json, response_json, safe_int
 
 _PATH = re.compile(r"/model/([^/]+)/(converse|converse-stream)$")
 FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
@@ -62,7 +62,7 @@ def parse(it: Interaction, provider: str = "bedrock", req: Any = None) -> ModelC
 
     req = request_json(it) if req is None else req
     req = req if isinstance(req, dict) else {}
-    m = _PATH.search(it.request.url.path)
+    m = _PATH.search(split_uri(it.request.uri)[1])
     msgs: list[Message] = []
     for s in req.get("system") or []:
         if isinstance(s, dict) and isinstance(s.get("text"), str):
@@ -92,7 +92,7 @@ def parse(it: Interaction, provider: str = "bedrock", req: Any = None) -> ModelC
         spec = (t or {}).get("toolSpec") or {}
         if spec.get("name"):
             schema = (spec.get("inputSchema") or {}).get("json")
-            tools.append(ToolSpec(name=spec["name"], schema=schema if isinstance(schema, dict) else None))
+            tools.append(tool_spec(spec["name"], schema if isinstance(schema, dict) else None))
     ic = req.get("inferenceConfig") if isinstance(req.get("inferenceConfig"), dict) else {}
     call = ModelCall(provider=provider, api="bedrock-converse", model=unquote(m.group(1)) if m else None, messages=msgs,
                      tools=tools, max_tokens=safe_int(ic.get("maxTokens")))

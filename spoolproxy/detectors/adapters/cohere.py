@@ -48,7 +48,7 @@ def parse(it: Interaction, provider: str = "cohere", req: Any = None) -> ModelCa
     if resp.status >= 400 or not resp.body:
         call.error, call.error_code = error_of(response_json(it))
         return call
-    if looks_like_sse(resp.body, resp.content_type):
+    if looks_like_sse(resp.body, resp):
         info = StreamInfo(is_stream=True, format="sse")
         slots: list[dict] = []
         for name, d in json_events(parse_sse(resp.body)):

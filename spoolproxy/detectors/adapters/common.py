@@ -3,10 +3,38 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from ...cassettes.model import Interaction, parse_json
-from ..models import ToolCall
+from ..models import ToolCall, ToolSpec
+
+
+@lru_cache(maxsize=4096)
+def split_uri(uri: str) -> tuple[str, str]:
+    """(netloc, path) of an absolute URI; cached (a run calls few endpoints, many times)."""
+    u = urlsplit(uri)
+    return u.netloc, u.path
+
+
+def header(headers: dict[str, list[str]], name: str) -> str | None:
+    """First value of a header; ``name`` is lower-case.  Tries the two usual spellings
+    before a case-insensitive scan."""
+    for key in (name, name.title()):
+        v = headers.get(key)
+        if v:
+            return v[0]
+    for key, v in headers.items():
+        if v and key.lower() == name:
+            return v[0]
+    return None
+
+
+def content_type(resp: Any) -> str:
+    """The response's media type, lower-case, without parameters ('' when absent)."""
+    v = header(resp.headers, "content-type") if resp is not None else None
+    return v.split(";", 1)[0].strip().lower() if v else ""
 
 
 def request_json(it: Interaction) -> Any:
@@ -34,6 +62,24 @@ def make_tool_call(call_id: str | None, name: str, raw: Any, parse: bool = True)
         except ValueError as exc:
             return ToolCall(id=call_id, name=name or "", arguments_raw=raw, parse_error=str(exc))
     return ToolCall(id=call_id, name=name or "", arguments_raw=json.dumps(raw, ensure_ascii=False), arguments=raw)
+
+
+_TOOL_MEMO: dict[str, ToolSpec] = {}
+
+
+def tool_spec(name: str, schema: Any) -> ToolSpec:
+    """A ToolSpec, reusing the previous object for this name when its schema is equal (the
+    same tools are declared in every request of a run; a shared object lets validators be
+    cached by identity).  Treat ToolSpecs as read-only."""
+    schema = schema if isinstance(schema, dict) else None
+    hit = _TOOL_MEMO.get(name)
+    if hit is not None and hit.schema_ == schema:
+        return hit
+    spec = ToolSpec(name=name, schema=schema)
+    if len(_TOOL_MEMO) > 10_000:
+        _TOOL_MEMO.clear()
+    _TOOL_MEMO[name] = spec
+    return spec
 
 
 def content_text(content: Any) -> str:

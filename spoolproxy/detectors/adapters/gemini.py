@@ -13,7 +13,7 @@ from typing import Any
 
 from ...cassettes.model import Interaction
 from ..models import Message, ModelCall, StreamInfo, ToolSpec, Usage
-from .common import error_of, make_tool_call, request_json, response_json, safe_int
+from .common import split_uri, tool_spec, error_of, make_tool_call, request_json, response_json, safe_int
 from .sse import json_events, looks_like_sse, parse_json_array_stream, parse_sse
 
 API = "gemini-generateContent"
@@ -67,7 +67,7 @@ def parse_tools(req: dict) -> list[ToolSpec]:
         for fd in t.get("functionDeclarations") or t.get("function_declarations") or []:
             if isinstance(fd, dict) and fd.get("name"):
                 schema = fd.get("parametersJsonSchema") or fd.get("parameters")
-                tools.append(ToolSpec(name=fd["name"], schema=schema if isinstance(schema, dict) else None))
+                tools.append(tool_spec(fd["name"], schema if isinstance(schema, dict) else None))
     return tools
 
 
@@ -75,7 +75,7 @@ def parse(it: Interaction, provider: str = "gemini", req: Any = None) -> ModelCa
     """Parse one generateContent / streamGenerateContent interaction into a ModelCall."""
     req = request_json(it) if req is None else req
     req = req if isinstance(req, dict) else {}
-    m = _PATH.search(it.request.url.path)
+    m = _PATH.search(split_uri(it.request.uri)[1])
     gc = req.get("generationConfig") if isinstance(req.get("generationConfig"), dict) else {}
     call = ModelCall(provider=provider, api=API, model=m.group(1) if m else None, messages=parse_request_messages(req),
                      tools=parse_tools(req), max_tokens=safe_int(gc.get("maxOutputTokens")),
@@ -89,7 +89,7 @@ def parse(it: Interaction, provider: str = "gemini", req: Any = None) -> ModelCa
         call.error, call.error_code = error_of(response_json(it))
         return call
     info = StreamInfo(is_stream=streaming)
-    if looks_like_sse(resp.body, resp.content_type):
+    if looks_like_sse(resp.body, resp):
         info.format = "sse"
         chunks = [d for _, d in json_events(parse_sse(resp.body)) if isinstance(d, dict)]
         closed = True

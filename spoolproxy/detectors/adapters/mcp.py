@@ -34,7 +34,7 @@ def parse(it: Interaction, body: Any) -> McpCall:
     resp = it.response
     if resp is None or not resp.body:
         return call
-    if looks_like_sse(resp.body, resp.content_type):
+    if looks_like_sse(resp.body, resp):
         msgs = [d for _, d in json_events(parse_sse(resp.body)) if isinstance(d, dict)]
     else:
         doc = parse_json(resp.body)

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...cassettes.model import Interaction
 from ..models import Message, ModelCall, StreamInfo, Usage
-from .common import content_text, error_of, make_tool_call, request_json, response_json, safe_int
+from .common import split_uri, content_text, error_of, make_tool_call, request_json, response_json, safe_int
 from .openai_chat import parse_tools
 from .sse import parse_ndjson
 
@@ -26,7 +26,7 @@ def parse(it: Interaction, provider: str = "ollama", req: Any = None) -> ModelCa
     """Parse one Ollama /api/chat or /api/generate interaction into a ModelCall."""
     req = request_json(it) if req is None else req
     req = req if isinstance(req, dict) else {}
-    chat = it.request.url.path.endswith("/api/chat")
+    chat = split_uri(it.request.uri)[1].endswith("/api/chat")
     msgs = []
     for m in req.get("messages") or []:
         if isinstance(m, dict):

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...cassettes.model import Interaction
 from ..models import Message, ModelCall, StreamInfo, ToolSpec, Usage
-from .common import content_text, error_of, make_tool_call, request_json, response_json, safe_int
+from .common import split_uri, tool_spec, content_text, error_of, make_tool_call, request_json, response_json, safe_int
 from .sse import json_events, looks_like_sse, parse_sse
 
 API = "openai-chat"
@@ -50,14 +50,20 @@ def _memo_key(m: dict) -> tuple | None:
     if content is not None and content.__class__ is not str:
         return None
     tcs = m.get("tool_calls")
-    calls: tuple = ()
+    calls: Any = ()
     if tcs:
-        try:
-            calls = tuple((tc.get("id"), tc["function"].get("name"), tc["function"].get("arguments")) for tc in tcs)
-        except (AttributeError, KeyError, TypeError):
+        if tcs.__class__ is not list:
             return None
-        if any(a is not None and a.__class__ is not str for *_, a in calls):
-            return None
+        calls = []
+        for tc in tcs:
+            fn = tc.get("function") if tc.__class__ is dict else None
+            if fn.__class__ is not dict:
+                return None
+            a = fn.get("arguments")
+            if a is not None and a.__class__ is not str:
+                return None
+            calls.append((tc.get("id"), fn.get("name"), a))
+        calls = tuple(calls)
     return (m.get("role"), content, m.get("tool_call_id"), m.get("name"), calls, m.get("function_call") is not None)
 
 
@@ -105,10 +111,10 @@ def parse_tools(req: dict) -> list[ToolSpec]:
         if isinstance(t, dict):
             fn = t.get("function") if isinstance(t.get("function"), dict) else t
             if fn.get("name"):
-                tools.append(ToolSpec(name=fn["name"], schema=fn.get("parameters") if isinstance(fn.get("parameters"), dict) else None))
+                tools.append(tool_spec(fn["name"], fn.get("parameters") if isinstance(fn.get("parameters"), dict) else None))
     for fn in req.get("functions") or []:
         if isinstance(fn, dict) and fn.get("name"):
-            tools.append(ToolSpec(name=fn["name"], schema=fn.get("parameters")))
+            tools.append(tool_spec(fn["name"], fn.get("parameters")))
     return tools
 
 
@@ -123,62 +129,62 @@ def parse(it: Interaction, provider: str | None = None, req: Any = None) -> Mode
     """Parse one Chat Completions interaction into a ModelCall (never raises on odd bodies)."""
     req = request_json(it) if req is None else req
     req = req if isinstance(req, dict) else {}
-    url = it.request.url
+    netloc, path = split_uri(it.request.uri)
     rf = req.get("response_format")
-    call = ModelCall(
-        provider=provider or provider_of(url.netloc, url.path), api=API, model=req.get("model"),
-        messages=parse_request_messages(req), tools=parse_tools(req),
-        max_tokens=safe_int(req.get("max_completion_tokens")) or safe_int(req.get("max_tokens")),
-        structured_output=isinstance(rf, dict) and rf.get("type") in ("json_schema", "json_object"),
-    )
+    f: dict[str, Any] = {
+        "provider": provider or provider_of(netloc, path), "api": API, "model": req.get("model"),
+        "messages": parse_request_messages(req), "tools": parse_tools(req),
+        "max_tokens": safe_int(req.get("max_completion_tokens")) or safe_int(req.get("max_tokens")),
+        "structured_output": isinstance(rf, dict) and rf.get("type") in ("json_schema", "json_object"),
+    }
     resp = it.response
-    if resp is None:
-        call.stream.is_stream = bool(req.get("stream"))
-        return call
-    if resp.status >= 400 or not resp.body:
-        call.error, call.error_code = error_of(response_json(it))
-        call.stream.is_stream = bool(req.get("stream"))
-        return call
-    if looks_like_sse(resp.body, resp.content_type):
-        _parse_stream(call, resp.body, it.error is not None)
+    if resp is None or resp.status >= 400 or not resp.body:
+        if resp is not None:
+            f["error"], f["error_code"] = error_of(response_json(it))
+        f["stream"] = StreamInfo(is_stream=bool(req.get("stream")))
+    elif looks_like_sse(resp.body, resp):
+        _parse_stream(f, resp.body, it.error is not None)
     else:
-        _parse_message(call, response_json(it))
-    return call
+        _parse_message(f, response_json(it))
+    return ModelCall(**f)
 
 
-def _parse_message(call: ModelCall, doc: Any) -> None:
+def _parse_message(f: dict, doc: Any) -> None:
     if not isinstance(doc, dict):
         return
     if doc.get("error"):
-        call.error, call.error_code = error_of(doc)
-    call.model = doc.get("model") or call.model
-    call.usage = _usage(doc.get("usage"))
+        f["error"], f["error_code"] = error_of(doc)
+    f["model"] = doc.get("model") or f["model"]
+    if doc.get("usage"):
+        f["usage"] = _usage(doc["usage"])
     choices = doc.get("choices") or []
     if not choices or not isinstance(choices[0], dict):
         return
     ch = choices[0]
     m = ch.get("message") or {}
-    call.text = content_text(m.get("content"))
-    call.reasoning = str(m.get("reasoning_content") or m.get("reasoning") or "")
-    call.refusal = m.get("refusal") or None
-    for tc in m.get("tool_calls") or []:
+    f["text"] = content_text(m.get("content"))
+    f["reasoning"] = str(m.get("reasoning_content") or m.get("reasoning") or "")
+    f["refusal"] = m.get("refusal") or None
+    calls = []
+    for tc in m.get("tool_calls") or ():
         if isinstance(tc, dict):
             fn = tc.get("function") or {}
-            call.tool_calls.append(make_tool_call(tc.get("id"), fn.get("name") or "", fn.get("arguments")))
+            calls.append(make_tool_call(tc.get("id"), fn.get("name") or "", fn.get("arguments")))
     if isinstance(m.get("function_call"), dict):
         fc = m["function_call"]
-        call.tool_calls.append(make_tool_call(None, fc.get("name") or "", fc.get("arguments")))
-    _finish(call, ch.get("finish_reason"))
+        calls.append(make_tool_call(None, fc.get("name") or "", fc.get("arguments")))
+    f["tool_calls"] = calls
+    _finish(f, ch.get("finish_reason"))
 
 
-def _finish(call: ModelCall, raw: Any) -> None:
+def _finish(f: dict, raw: Any) -> None:
     if raw is None:
         return
-    call.finish_reason_raw = str(raw)
-    call.finish_reason = FINISH.get(str(raw), "other")  # type: ignore[assignment]
+    f["finish_reason_raw"] = str(raw)
+    f["finish_reason"] = FINISH.get(str(raw), "other")
 
 
-def _parse_stream(call: ModelCall, body: bytes, cut: bool) -> None:
+def _parse_stream(f: dict, body: bytes, cut: bool) -> None:
     text: list[str] = []
     reasoning: list[str] = []
     refusal: list[str] = []
@@ -190,27 +196,29 @@ def _parse_stream(call: ModelCall, body: bytes, cut: bool) -> None:
         if data == "[DONE]":
             done = True
             continue
-        if not isinstance(data, dict):
+        if data.__class__ is not dict:
             continue
         if "error" in data and data["error"]:
             err = data
         model = data.get("model") or model
-        if data.get("usage"):
-            usage = data["usage"]
+        u = data.get("usage")
+        if u:
+            usage = u
         for ch in data.get("choices") or ():
-            if not isinstance(ch, dict):
+            if ch.__class__ is not dict:
                 continue
             d = ch.get("delta") or ch.get("message") or {}
             c = d.get("content")
             if c.__class__ is str:
                 text.append(c)
             r = d.get("reasoning_content") or d.get("reasoning")
-            if isinstance(r, str):
+            if r.__class__ is str:
                 reasoning.append(r)
-            if isinstance(d.get("refusal"), str):
-                refusal.append(d["refusal"])
+            r = d.get("refusal")
+            if r.__class__ is str:
+                refusal.append(r)
             for tc in d.get("tool_calls") or ():
-                if not isinstance(tc, dict):
+                if tc.__class__ is not dict:
                     continue
                 slot = calls.setdefault(safe_int(tc.get("index")) or 0, {"id": None, "name": "", "args": []})
                 if tc.get("id"):
@@ -221,19 +229,20 @@ def _parse_stream(call: ModelCall, body: bytes, cut: bool) -> None:
                 a = fn.get("arguments")
                 if a.__class__ is str:
                     slot["args"].append(a)
-            if ch.get("finish_reason"):
+            fr = ch.get("finish_reason")
+            if fr:
                 finish_seen = True
-                finish = ch["finish_reason"]
+                finish = fr
     if err is not None:
-        call.error, call.error_code = error_of(err)
+        f["error"], f["error_code"] = error_of(err)
     if model:
-        call.model = model
+        f["model"] = model
     if usage:
-        call.usage = _usage(usage)
-    _finish(call, finish)
-    call.text = "".join(text)
-    call.reasoning = "".join(reasoning)
-    call.refusal = "".join(refusal) or None
-    call.tool_calls = [make_tool_call(calls[k]["id"], calls[k]["name"], "".join(calls[k]["args"])) for k in sorted(calls)]
-    call.stream = StreamInfo(is_stream=True, format="sse", events=len(events), terminal_seen=done, finish_seen=finish_seen,
+        f["usage"] = _usage(usage)
+    _finish(f, finish)
+    f["text"] = "".join(text)
+    f["reasoning"] = "".join(reasoning)
+    f["refusal"] = "".join(refusal) or None
+    f["tool_calls"] = [make_tool_call(calls[k]["id"], calls[k]["name"], "".join(calls[k]["args"])) for k in sorted(calls)]
+    f["stream"] = StreamInfo(is_stream=True, format="sse", events=len(events), terminal_seen=done, finish_seen=finish_seen,
                              complete=finish_seen and done and not cut)

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...cassettes.model import Interaction, parse_json
 from ..models import HttpCall, McpCall, ModelCall
+from .common import content_type, split_uri
 from . import anthropic, bedrock, cohere, gemini, mcp, ollama, openai_chat, openai_responses
 
 #: (module, provider name or None to let the module decide), in matching order
@@ -30,14 +31,14 @@ def _provider(module, host: str, path: str) -> str:
 def http_call(it: Interaction) -> HttpCall:
     """The plain-HTTP view of any interaction."""
     r = it.response
-    return HttpCall(method=it.request.method, url=it.request.uri, host=it.request.url.netloc,
-                    status=r.status if r is not None else None, content_type=r.content_type if r is not None else "",
+    return HttpCall(method=it.request.method, url=it.request.uri, host=split_uri(it.request.uri)[0],
+                    status=r.status if r is not None else None, content_type=content_type(r),
                     body_size=len(r.body) if r is not None else 0)
 
 
 def classify(it: Interaction) -> tuple[str, ModelCall | McpCall | HttpCall]:
     """Classify and parse one interaction (see module docstring)."""
-    path = it.request.url.path
+    netloc, path = split_uri(it.request.uri)
     body: Any = None
     if it.request.method in ("POST", "PUT") and it.request.body:
         body = parse_json(it.request.body)
@@ -51,7 +52,7 @@ def classify(it: Interaction) -> tuple[str, ModelCall | McpCall | HttpCall]:
                 if module.matches(path, body):
                     if it.request.method == "GET" and module is not openai_responses:
                         break
-                    return "llm", module.parse(it, _provider(module, it.request.url.netloc, path), body)
+                    return "llm", module.parse(it, _provider(module, netloc, path), body)
     except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError):
         pass
     return "http", http_call(it)

@@ -24,46 +24,61 @@ def parse_sse(body: bytes | str) -> list[SSEEvent]:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     events: list[SSEEvent] = []
-    name = ""
-    data: list[str] = []
-    for line in text.split("\n"):
-        if not line:
-            if data or name:
-                events.append(SSEEvent(name, "\n".join(data)))
-            name, data = "", []
+    append = events.append
+    for block in text.split("\n\n"):
+        if not block:
             continue
-        if line[0] == ":":
+        if block.startswith("data: ") and "\n" not in block:  # the common one-line event
+            append(SSEEvent("", block[6:]))
             continue
-        field, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if field == "data":
-            data.append(value)
-        elif field == "event":
-            name = value
-    if data or name:
-        events.append(SSEEvent(name, "\n".join(data)))
+        name = ""
+        data: list[str] = []
+        for line in block.split("\n"):
+            if not line or line[0] == ":":
+                continue
+            field, _, value = line.partition(":")
+            if value.startswith(" "):
+                value = value[1:]
+            if field == "data":
+                data.append(value)
+            elif field == "event":
+                name = value
+        if data or name:
+            append(SSEEvent(name, "\n".join(data)))
     return events
 
 
-def looks_like_sse(body: bytes, content_type: str = "") -> bool:
-    """True when the body is an SSE stream (by content type or a leading field name)."""
-    if content_type == "text/event-stream":
-        return True
+def looks_like_sse(body: bytes, content_type: Any = "") -> bool:
+    """True when the body is an SSE stream: a leading ``data:``/``event:`` field, or the
+    ``text/event-stream`` content type (``content_type`` may be the Response, whose header
+    is then read only when the body's first byte does not decide)."""
+    first = body[:1]
+    if first in (b"{", b"["):
+        return False
     head = body.lstrip()[:7]
-    return head.startswith(b"data:") or head.startswith(b"event:")
+    if head.startswith(b"data:") or head.startswith(b"event:"):
+        return True
+    if not isinstance(content_type, str):
+        from .common import content_type as ctype
+
+        content_type = ctype(content_type)
+    return content_type == "text/event-stream"
 
 
 def json_events(events: list[SSEEvent]) -> list[tuple[str, Any]]:
     """``(event name, parsed data)`` for each event whose data is JSON; ``[DONE]`` and other
     non-JSON data are returned as the raw string."""
     out: list[tuple[str, Any]] = []
+    loads = json.loads
     for ev in events:
         d = ev.data
         if not d:
             continue
+        if d[0] not in "{[":  # [DONE], plain text: no exception round trip
+            out.append((ev.event, d))
+            continue
         try:
-            out.append((ev.event, json.loads(d)))
+            out.append((ev.event, loads(d)))
         except ValueError:
             out.append((ev.event, d))
     return out

@@ -87,7 +87,10 @@ class Context:
         r = self.cassette.interactions[i].response
         if r is None or not r.body:
             return False
-        return self.steps[i].content_type in ("text/html", "application/xhtml+xml") or bool(HTML_START.match(r.body[:200]))
+        if self.steps[i].content_type in ("text/html", "application/xhtml+xml"):
+            return True
+        head = r.body[:200].lstrip()
+        return head[:1] == b"<" and bool(HTML_START.match(head))
 
     def is_error_page(self, i: int) -> bool:
         """An HTML body that is an error/challenge page (by status or by its markers)."""

@@ -42,8 +42,16 @@ def _lower_types(schema: Any) -> Any:
     return schema
 
 
+_BY_ID: dict[int, tuple[dict, Any]] = {}
+_RESULTS: dict[tuple[int, str], Any] = {}
+
+
 def validator_for(schema: dict) -> Any:
-    """A cached jsonschema validator for ``schema`` (None when the schema is invalid)."""
+    """A cached jsonschema validator for ``schema`` (None when the schema is invalid);
+    cached by identity (ToolSpecs are shared across a run's requests) and by content."""
+    hit = _BY_ID.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
     key = json.dumps(schema, sort_keys=True, default=str)
     if key not in _VALIDATORS:
         s = _lower_types(schema)
@@ -53,7 +61,22 @@ def validator_for(schema: dict) -> Any:
         _VALIDATORS[key] = cls(s) if isinstance(s, dict) else None
         if len(_VALIDATORS) > 4096:
             _VALIDATORS.clear()
+    if len(_BY_ID) > 4096:
+        _BY_ID.clear()
+        _RESULTS.clear()
+    _BY_ID[id(schema)] = (schema, _VALIDATORS[key])
     return _VALIDATORS[key]
+
+
+def _error_for(validator: Any, schema: dict, raw: str, instance: Any) -> Any:
+    key = (id(schema), raw)
+    if key in _RESULTS:
+        return _RESULTS[key]
+    err = first_error(validator, instance)
+    if len(_RESULTS) > 65_536:
+        _RESULTS.clear()
+    _RESULTS[key] = err
+    return err
 
 
 def first_error(validator: Any, instance: Any) -> Any:
@@ -85,7 +108,7 @@ def check(ctx: Context) -> list:
             v = validator_for(schema)
             if v is None:
                 continue
-            err = first_error(v, tc.arguments)
+            err = _error_for(v, schema, tc.arguments_raw, tc.arguments)
             if err is not None:
                 where = "/".join(str(p) for p in err.absolute_path) or "(root)"
                 out.append(ctx.finding(KIND, "error", [s.index], f"{tc.name} arguments violate the declared schema at {where}: "
