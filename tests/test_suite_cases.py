@@ -17,7 +17,7 @@ from spoolproxy.cassettes import load
 from spoolproxy.detectors import analyze, build_transcript
 from spoolproxy.errors import SpoolError
 from spoolproxy.replayer.report import PlaybackReport, RecordedRef, RequestOutcome
-from spoolproxy.suite.baseline import load_baseline, mark_regressions, save_baseline
+from spoolproxy.suite.baseline import exit_status, load_baseline, mark_regressions, save_baseline
 from spoolproxy.suite.export import export
 from spoolproxy.suite.files import load_case, save_case
 from spoolproxy.suite.junit import junit_xml
@@ -195,6 +195,11 @@ def test_baseline_and_regressions(tmp_path: Path) -> None:
     now = [CaseResult("a", "unreplayable", ""), CaseResult("b", "passes", ""), CaseResult("d", "still_fails", "")]
     regressions = mark_regressions(now, load_baseline(p))
     assert [r.name for r in regressions] == ["a"] and now[0].baseline == "passes" and not now[2].regression
+    assert exit_status(now, regressions, "regression") == 1
+    assert exit_status(now, [], "regression") == 0  # known failures alone do not fail the run
+    assert exit_status(now, [], "any") == 1
+    assert exit_status([CaseResult("x", "passes", ""), CaseResult("y", None, "pending")], [], "any") == 0
+    assert exit_status([CaseResult("x", "error", "bad case")], [], "regression") == 1
     (tmp_path / "bad.json").write_text("{nope")
     with pytest.raises(SpoolError, match="not valid JSON"):
         load_baseline(tmp_path / "bad.json")

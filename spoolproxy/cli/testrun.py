@@ -57,7 +57,7 @@ STYLE = {"passes": "green", "still_fails": "red", "fails_differently": "magenta"
 def command(suite_dir: Path, only, live, connect_to, upstream_ca, pin, baseline, update_baseline, fail_on, junit,
             as_json, timeout_s, verbose) -> None:
     """Run the regression suite: passes / still_fails / fails_differently / unreplayable."""
-    from ..suite.baseline import load_baseline, mark_regressions, save_baseline
+    from ..suite.baseline import exit_status, load_baseline, mark_regressions, save_baseline
     from ..suite.junit import write_junit
     from ..suite.runner import RunOptions, run_suite
 
@@ -71,9 +71,7 @@ def command(suite_dir: Path, only, live, connect_to, upstream_ca, pin, baseline,
     results = run_suite(suite_dir, opts)
     regressions = mark_regressions(results, previous)
     ran = [r for r in results if r.outcome is not None]
-    errors = [r for r in ran if r.outcome == "error"]
-    failing = [r for r in ran if r.outcome != "passes"]
-    code = 1 if (failing if fail_on == "any" else (regressions or errors)) else 0
+    code = exit_status(results, regressions, fail_on)
     if junit:
         write_junit(junit, results, suite_dir.resolve().name)
     if update_baseline:

@@ -62,3 +62,15 @@ def mark_regressions(results: Iterable[CaseResult], baseline: dict[str, str]) ->
         if r.regression:
             out.append(r)
     return out
+
+
+def exit_status(results: Iterable[CaseResult], regressions: list[CaseResult], fail_on: str) -> int:
+    """The exit status of a suite run: 1 when it fails under ``fail_on``, else 0.
+
+    ``regression``: a regression, or any ``error`` outcome (a broken suite never looks
+    green).  ``any``: any case that ran and does not pass.
+    """
+    ran = [r for r in results if r.outcome is not None]
+    if fail_on == "any":
+        return 1 if any(r.outcome != "passes" for r in ran) else 0
+    return 1 if regressions or any(r.outcome == "error" for r in ran) else 0
