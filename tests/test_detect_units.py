@@ -90,6 +90,17 @@ def test_retrying_a_request_that_cannot_succeed_is_a_storm():
     assert one(analyze(cassette(*quota)), "retry_storm")
 
 
+def test_attempts_minutes_apart_are_separate_runs_not_retries():
+    again = lambda second: llm(USER, _err("invalid_api_key"), status=401, second=second)  # noqa: E731
+    assert kinds(analyze(cassette(again(0), again(30))), "retry_storm")
+    from spoolproxy.cassettes import Cassette
+
+    far = cassette(again(0), again(0))
+    far.interactions[1].response.headers["Date"] = ["Tue, 01 Apr 2025 10:04:00 GMT"]
+    assert not kinds(analyze(far), "retry_storm")
+    assert kinds(analyze(far, {"retry_window_s": 600}), "retry_storm") and isinstance(far, Cassette)
+
+
 def test_retry_before_retry_after_is_a_storm_after_it_is_not():
     early = analyze(cassette(llm(USER, _err("rate_limit_exceeded"), status=429, second=0, retry_after="10"),
                              llm(USER, chat_response("Hi."), second=2)))

@@ -4,6 +4,7 @@
 [detect]
 loop_min_repeats = 3          # identical tool calls that make a loop
 retry_storm_min_retries = 3   # retries of one failing request that make a storm
+retry_window_s = 120          # attempts further apart (plus retry-after) are separate runs
 max_tool_calls = 20           # budgets: unset means no limit
 max_llm_calls = 50
 max_tokens = 200000
@@ -33,6 +34,7 @@ class DetectConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     loop_min_repeats: int = Field(3, ge=2)
     retry_storm_min_retries: int = Field(3, ge=1)
+    retry_window_s: float = Field(120.0, gt=0)
     max_tool_calls: int | None = Field(None, ge=0)
     max_llm_calls: int | None = Field(None, ge=0)
     max_tokens: int | None = Field(None, ge=0)

@@ -117,8 +117,11 @@ def error_of(doc: Any) -> tuple[str | None, str | None]:
         return None, None
     err = doc.get("error")
     if isinstance(err, dict):
-        code = err.get("code") or err.get("type") or err.get("status")
-        return (str(err.get("message") or err.get("type") or json.dumps(err)), None if code is None else str(code))
+        # the most specific name: OpenAI ``code`` (model_not_found), else ``type``
+        # (invalid_request_error), else Gemini's ``status`` (INVALID_ARGUMENT); never a bare number
+        code = next((str(c) for c in (err.get("code"), err.get("type"), err.get("status"))
+                     if c not in (None, "") and not str(c).isdigit()), None)
+        return (str(err.get("message") or err.get("type") or json.dumps(err)), code)
     if isinstance(err, str):
         return err, None
     if isinstance(doc.get("message"), str) and len(doc) <= 4:

@@ -3,7 +3,8 @@ times, or re-sent at all although it cannot succeed (400, 401, 403, 404, 422, or
 whose code is ``insufficient_quota``), or re-sent before its ``retry-after`` time.
 
 "The same request" is the same method, URL and body bytes; a sequence ends at the first
-success.  Timing comes from spoolproxy start times or, in vcrpy cassettes, the ``Date``
+success, or at a gap longer than ``retry_window_s`` (120 s, plus any ``retry-after``):
+attempts minutes apart are separate test runs re-recorded into one cassette.  Timing comes from spoolproxy start times or, in vcrpy cassettes, the ``Date``
 headers (1 s resolution, so one second of slack is allowed).  Ordinary SDK back-off
 (two retries of a 502, one retry after ``retry-after``) is not a storm.
 
@@ -40,11 +41,28 @@ def check(ctx: Context) -> list:
     return out
 
 
+def _is_retry(ctx: Context, prev: int, i: int) -> bool:
+    """``i`` re-sends ``prev``: ``prev`` failed and ``i`` came within the retry window
+    (``retry_window_s``, stretched by a ``retry-after``); attempts further apart are separate
+    runs recorded into one cassette."""
+    if not _failed(ctx, prev):
+        return False
+    ta, tb = ctx.date(prev), ctx.date(i)
+    if ta is None or tb is None:
+        return True
+    r = ctx.cassette.interactions[prev].response
+    try:
+        wait = float(r.header("retry-after") or 0) if r is not None else 0.0
+    except ValueError:
+        wait = 0.0
+    return tb - ta <= ctx.config.retry_window_s + wait
+
+
 def _runs(ctx: Context, idxs: list[int]) -> list[list[int]]:
     runs: list[list[int]] = []
     cur: list[int] = []
     for i in idxs:
-        if cur and _failed(ctx, cur[-1]):
+        if cur and _is_retry(ctx, cur[-1], i):
             cur.append(i)
         else:
             if len(cur) >= 2:
