@@ -50,6 +50,13 @@ BOLD, DIM, GREEN, RED, RESET = ("\033[1m", "\033[2m", "\033[32m", "\033[31m", "\
     else ("", "", "", "", "")
 
 
+def _child_cpu() -> float:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 class DemoError(Exception):
     """A step did not behave as the demo expects."""
 
@@ -78,11 +85,11 @@ class Demo:
         real = list(argv)
         if real[0] == "spoolproxy":
             real = [sys.executable, "-m", "spoolproxy", *real[1:]]
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), _child_cpu()
         proc = subprocess.run(real, cwd=self.work, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
         if os.environ.get("DEMO_TIMING"):
-            print(f"  [{time.monotonic() - t0:.2f} s]")
+            print(f"  [{time.monotonic() - t0:.2f} s wall, {_child_cpu() - c0:.2f} s cpu]")
         out = proc.stdout.rstrip()
         if out:
             print("\n".join("  " + line for line in out.splitlines()), flush=True)
