@@ -147,7 +147,7 @@ class Demo:
 
         self.step("1. record the agent (v1) on four customer questions")
         self.say("the four recordings run side by side (one proxy each); their output is shown in order")
-        self.run_all([["spoolproxy", "record", "-q", "--cassette", f"cassettes/{name}.yaml", *self.routes(),
+        self.run_all([["spoolproxy", "record", "--cassette", f"cassettes/{name}.yaml", *self.routes(),
                        "--", "python", "agent.py", *args] for name, args in TASKS.items()], ok=(0, 1))
 
         self.step("2. which runs failed, and why (verbatim evidence)")

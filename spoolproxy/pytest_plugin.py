@@ -165,12 +165,22 @@ def _vcr_cassette(item) -> Path | None:
     if default is not None and default.args:
         name = str(default.args[0])
     else:
-        from pytest_recording.plugin import get_default_cassette_name
-
-        name = get_default_cassette_name(getattr(item, "cls", None), item.name)
+        name = _default_cassette_name(getattr(item, "cls", None), item.name)
     if not name.endswith((".yaml", ".yml", ".json")):
         name += ".yaml"
     return module.parent / "cassettes" / module.stem / name
+
+
+def _default_cassette_name(cls, test_name: str) -> str:
+    """pytest-recording's default cassette name (``Class.test`` or ``test``, unsafe characters as ``-``)."""
+    try:
+        from pytest_recording.plugin import get_default_cassette_name
+    except ImportError:  # same rule, without pytest-recording installed
+        name = f"{cls.__name__}.{test_name}" if cls else test_name
+        for ch in r"<>?%*:|\"'/\\":
+            name = name.replace(ch, "-")
+        return name
+    return get_default_cassette_name(cls, test_name)
 
 
 class VcrLayoutPlayback:

@@ -31,11 +31,12 @@ def test_demo_runs_the_whole_loop_offline(tmp_path: Path) -> None:
     out = r.stdout
     assert r.returncode == 0, out[-3000:] + r.stderr[-3000:]
     # every step prints the command a user types
-    for cmd in ("$ spoolproxy record -q --cassette cassettes/refund.yaml", "$ spoolproxy detect cassettes/",
+    for cmd in ("$ spoolproxy record --cassette cassettes/refund.yaml", "$ spoolproxy detect cassettes/",
                 "$ spoolproxy export-test cassettes/ --confirm", "$ spoolproxy test --junit v1.xml",
                 "$ spoolproxy test --live model.example", "$ spoolproxy test --update-baseline"):
         assert cmd in out, cmd
     assert "still_fails" in out and "pinned refund:" in out and "demo complete" in out
+    assert "HTTP errors: 504 x1" in out  # the record summary of the refund run
     assert "Traceback" not in out + r.stderr
     # deterministic: the recordings equal the committed cassettes
     for name in ("order-status", "stock-check", "refund", "lost-order"):
