@@ -10,6 +10,7 @@ stripping a date or version suffix (``gpt-4o-mini-2024-07-18`` -> ``gpt-4o-mini`
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 PRICES_AS_OF = "2025-06-01"
 
@@ -41,6 +42,7 @@ PRICES: dict[str, tuple[float, float]] = {
 _SUFFIX = re.compile(r"(-\d{4}-\d{2}-\d{2}|-\d{8}|-\d{3}|-latest)$")
 
 
+@lru_cache(maxsize=1024)
 def price_of(model: str | None) -> tuple[float, float] | None:
     """(input, output) USD per 1M tokens for ``model``, or None when not in the table."""
     if not model:

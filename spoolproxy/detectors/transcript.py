@@ -103,8 +103,10 @@ def _link_results(cassette: Cassette, t: Transcript) -> None:
         for m in call.messages:
             if m.role != "tool":
                 continue
-            name = m.tool_name
             key = m.tool_call_id
+            if key and key in seen:
+                continue  # the history repeats a result an earlier request carried
+            name = m.tool_name
             ref = calls_by_id.get(key) if key else None
             if ref is None:
                 nm = name or ""

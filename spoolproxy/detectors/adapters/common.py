@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -11,11 +10,26 @@ from ...cassettes.model import Interaction, parse_json
 from ..models import ToolCall, ToolSpec
 
 
-@lru_cache(maxsize=4096)
 def split_uri(uri: str) -> tuple[str, str]:
-    """(netloc, path) of an absolute URI; cached (a run calls few endpoints, many times)."""
-    u = urlsplit(uri)
-    return u.netloc, u.path
+    """(netloc, path) of an absolute URI (``scheme://netloc/path?query``), without
+    urllib's validation cost; falls back to ``urlsplit`` for anything unusual."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep or "\\" in rest:
+        u = urlsplit(uri)
+        return u.netloc, u.path
+    end = len(rest)
+    for ch in "/?#":
+        k = rest.find(ch)
+        if 0 <= k < end:
+            end = k
+    netloc, tail = rest[:end], rest[end:]
+    if not tail.startswith("/"):
+        return netloc, ""
+    for ch in "?#":
+        k = tail.find(ch)
+        if k >= 0:
+            tail = tail[:k]
+    return netloc, tail
 
 
 def header(headers: dict[str, list[str]], name: str) -> str | None:
