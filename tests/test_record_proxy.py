@@ -266,3 +266,27 @@ def test_planted_key_reaches_no_file_under_the_cassette_directory(tmp_path, fake
     cas = load(path)
     assert cas.interactions[0].request.header("x-custom-auth").startswith("REDACTED-x-custom-auth-")
     assert cas.interactions[1].request.header("x-api-key").startswith("REDACTED-")
+
+
+def test_connection_reset_before_any_response_is_recorded(tmp_path, fake_provider):
+    path = tmp_path / "reset.yaml"
+    fake_provider.fail_next("reset")
+    with recording(path, fake=fake_provider) as s, _client(s) as c:
+        r = c.post(f"{OPENAI}/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": []})
+    assert r.status_code == 502  # mitmproxy's answer to a dead upstream
+    (it,) = load(path).interactions
+    assert it.response is None
+    assert it.error.kind == "reset" and it.error.during == "request", it.error
+
+
+def test_re_recording_replaces_stale_side_files(tmp_path, fake_provider):
+    path = tmp_path / "re.yaml"
+    for size in (300_000, 200_000):
+        with recording(path, fake=fake_provider, max_body_size=100_000) as s, _client(s) as c:
+            c.get(f"{OPENAI}/v1/blob", headers={"x-fake-fail": f"huge:{size}"})
+    files = list((tmp_path / "re.yaml.bodies").iterdir())
+    ref = load(path).interactions[0].response.body_ref
+    assert [f.name for f in files] == [ref.file.split("/")[-1]] and ref.size == 200_000
+    with recording(path, fake=fake_provider) as s, _client(s) as c:  # now small: no side dir at all
+        c.get(f"{OPENAI}/v1/models")
+    assert not (tmp_path / "re.yaml.bodies").exists()

@@ -16,7 +16,7 @@ _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("refused", ("connection refused", "connect call failed", "errno 111", "errno 61")),
     ("timeout", ("timed out", "timeout", "errno 110")),
     ("tls", ("tls", "ssl", "certificate", "handshake")),
-    ("reset", ("reset", "peer closed", "connection closed", "server disconnected", "broken pipe",
+    ("reset", ("reset", "closed connection", "connection closed", "server disconnected", "broken pipe",
                "without sending complete message", "incomplete", "eof", "errno 104", "errno 32")),
     ("protocol", ("protocol", "invalid", "malformed", "h11", "h2 ", "stream")),
 )
@@ -35,7 +35,10 @@ def classify(message: str, *, had_response: bool, request_sent: bool = True) -> 
             if any(n in low for n in needles):
                 kind = k
                 break
-    during = "response" if had_response else ("connect" if kind in ("refused", "dns", "tls") or not request_sent else "response")
-    if not had_response and kind == "timeout":
+    if had_response:
+        during = "response"
+    elif kind in ("refused", "dns", "tls") or not request_sent or "errno 110" in low or "cannot connect" in low:
         during = "connect"
+    else:
+        during = "request"  # sent, but the connection broke before any response header
     return Failure(kind=kind, message=message or "", during=during)

@@ -309,7 +309,28 @@ class Recorder:
         save(cas, self.path)
         self.journal.close(remove=True)
         cas.path = self.path
+        self._prune_side_dir(cas)
         return cas
+
+    def _prune_side_dir(self, cas: Cassette) -> None:
+        """Remove side files of an earlier recording of this cassette that the new one does
+        not reference (kept when a recovered sibling cassette may still refer to them)."""
+        d = side_dir(self.path)
+        if not d.is_dir() or any(self.path.parent.glob(f"{self.path.stem}.recovered-*")):
+            return
+        keep = {
+            Path(it.response.body_ref.file).name
+            for it in cas.interactions
+            if it.response is not None and it.response.body_ref is not None and it.response.body_ref.file
+        }
+        try:
+            for f in d.iterdir():
+                if (f.suffix == ".bin" and f.name not in keep) or f.name.startswith(".spill-"):
+                    f.unlink()
+            if not any(d.iterdir()):
+                d.rmdir()
+        except OSError as exc:  # pragma: no cover - never fail a finished recording over this
+            logger.warning("spoolproxy: could not tidy %s: %s", d, exc)
 
 
 def _encoded(headers: HeaderDict) -> bool:
