@@ -51,6 +51,19 @@ def test_sse_chunks_reach_client_as_sent_and_are_stored_with_offsets(tmp_path, f
     # nothing was buffered until the end of the stream
     assert arrivals[0][0] < sent[-1][0]
     assert len(arrivals) >= len(sent) - 1  # arrived in (about) as many pieces as were written
+    # event k reached the client before the server wrote event k+1 (it slept 120 ms in
+    # between), for most k: the gaps the server made are the gaps the client saw
+    got_at, total = [], 0
+    for t, piece in arrivals:
+        total += len(piece)
+        got_at.append((total, t))
+    cumulative = 0
+    before_next = 0
+    for k in range(len(sent) - 1):
+        cumulative += sent[k][1]
+        arrived = next(t for n, t in got_at if n >= cumulative)
+        before_next += arrived < sent[k + 1][0]
+    assert before_next >= 0.75 * (len(sent) - 1)
 
     (it,) = s.cassette.interactions
     assert it.request.uri == f"{OPENAI}/v1/chat/completions"
