@@ -73,7 +73,8 @@ def summary(step) -> str:
             what += f"  -> {', '.join(m.tools)[:70]}"
         elif m.result_text:
             what += f"  -> {m.result_text[:70]!r}"
-        return f"{what}  ({step.status})"
+        served = f"  (tool call {step.tool_call_ref[1]})" if step.tool_call_ref else ""
+        return f"{what}  ({step.status}){served}"
     h = step.http
     path = urlsplit(step.url).path
     served = f"  (tool call {step.tool_call_ref[1]})" if step.tool_call_ref else ""
@@ -107,7 +108,7 @@ def _render(t, report, name: str, width: int | None) -> None:
     console.print(f"[bold]final answer[/] (#{fa.interaction}): {escape(fa.text.strip()[:300])}" if fa else
                   "[bold]final answer[/]: [red]none[/]")
     cost = (f"${t.cost_usd:.4f} (prices as of {t.price_table_date})" if t.cost_usd is not None
-            else "unknown (a model is not in the price table)")
+            else "none (no tokens reported)" if not t.total_tokens else "unknown (a model is not in the price table)")
     console.print(f"[bold]tokens[/]: {t.input_tokens} in, {t.output_tokens} out, {t.total_tokens} total; [bold]cost[/]: {cost}")
     verdict = "[bold red]FAIL[/]" if report.verdict == "fail" else "[green]pass[/]"
     console.print(f"[bold]verdict[/]: {verdict}")
