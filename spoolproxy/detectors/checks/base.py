@@ -28,6 +28,7 @@ ERROR_PAGE = re.compile(
     r"access denied|forbidden|not found)[^<]*</title>|cloudflare|cf-error|cf-ray|nginx",
     re.IGNORECASE,
 )
+_MAYBE_FAILURE = re.compile(r'"(ok|success|errors?|status)"')
 NON_RETRYABLE_CODES = {"insufficient_quota", "invalid_api_key", "invalid_request_error", "authentication_error",
                        "permission_error", "not_found_error", "billing_hard_limit_reached", "model_not_found"}
 
@@ -125,7 +126,9 @@ class Context:
                 return (f"{s.host} sent an HTML error page", [self.ev.field(src, "response.body", max_len=120)])
         if res.is_error:
             return ("the tool result is marked is_error", [self._result_ev(res, res.content[:120])])
-        doc = res.content_json if res.content_json is not None else parse_json(res.content.encode("utf-8", "replace"))
+        doc = res.content_json
+        if doc is None and _MAYBE_FAILURE.search(res.content):  # parse only bodies that could say so
+            doc = parse_json(res.content.encode("utf-8", "replace"))
         jf = _json_failure(doc)
         if jf:
             return (f"the tool result says {jf[0]}", [self._result_ev(res, jf[1])])
