@@ -77,6 +77,8 @@ def project(tmp_path_factory, model) -> Path:
                cassette="cassettes/refund.yaml")
     write_case(suite, "no-cassette", command=v2_refund, cassette="cassettes/missing.yaml")
     write_case(suite, "later", status="pending", command=v2_refund, cassette="cassettes/refund.yaml")
+    write_case(suite, "twin", status="pending", command=v2_refund, cassette="cassettes/refund.yaml")
+    (suite / "twin-copy.yaml").write_text((suite / "twin.yaml").read_text())  # same name in another file
     (suite / "typo.yaml").write_text(yaml.safe_dump({"name": "typo", "status": "confirmed", "comand": {}}))
     (root / "baseline.json").write_text(json.dumps({"version": 1, "cases": {"stock-v1": "passes",
                                                                            "refund-fixed": "passes"}}))
@@ -94,16 +96,22 @@ def results(project: Path) -> dict[str, dict]:
     err = (project / "run.err").read_text()
     assert "Traceback" not in err, err
     data = json.loads((project / "run.json").read_text())
-    return {r["name"]: r for r in data["results"]}
+    out: dict[str, dict] = {}
+    for r in data["results"]:
+        out[r["name"] + ("-dup" if r["name"] in out else "")] = r
+    return out
 
 
 def test_each_outcome_kind(results: dict[str, dict]) -> None:
-    outcomes = {n: r["outcome"] for n, r in results.items()}
+    outcomes = {n: r["outcome"] for n, r in results.items() if n != "twin-dup"}
+    assert results["twin-dup"]["outcome"] == "error"
     assert outcomes == {
         "stock-v1": "still_fails", "stock-new-way": "fails_differently", "refund-fixed": "passes",
 "refund-changed": "unreplayable", "refund-live": "passes",
         "no-program": "error", "no-cassette": "error", "typo": "error", "later": None,
+        "twin": None,
     }
+    assert "case name 'twin' is already used by twin-copy.yaml" in results["twin-dup"]["explanation"]
     assert results["stock-v1"]["explanation"].startswith("signature came back: html_error_page")
     assert results["stock-new-way"]["explanation"].startswith("new failure: html_error_page")
     assert results["later"]["explanation"] == "status: pending"
@@ -155,8 +163,8 @@ def test_junit_report_is_valid(project: Path, results: dict[str, dict]) -> None:
     suite = root.find("testsuite")
     assert root.tag == "testsuites" and suite is not None
     cases = {tc.get("name"): tc for tc in suite.iter("testcase")}
-    assert set(cases) == set(results)
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("9", "3", "3", "1")
+    assert set(cases) == {n for n in results if n != "twin-dup"}
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("11", "3", "4", "2")
     assert cases["refund-changed"].find("failure").get("type") == "unreplayable"
     assert cases["no-program"].find("error") is not None
     assert cases["later"].find("skipped") is not None
@@ -174,9 +182,10 @@ def test_pin_saves_the_passing_run_and_it_replays_offline(project: Path, results
     # ... and offline (no model server reachable, --live overridden to nothing) the pinned run replays
     (project / "spool" / "refund-live.yaml").write_text(
         (project / "spool" / "refund-live.yaml").read_text().replace("live: [model.example]", "live: []"))
-    run = spoolproxy("test", "--case", "refund-live", "--json", "--fail-on", "any", cwd=project)
+    run = spoolproxy("test", "--case", "refund-live", "--json", "--fail-on", "any", "--repeat", "2", cwd=project)
     data = json.loads(run.stdout)
     assert [(r["name"], r["outcome"]) for r in data["results"]] == [("refund-live", "passes")]
+    assert data["results"][0]["explanation"].startswith("2/2 runs passed; ")
     assert run.returncode == 0 and data["exit_code"] == 0
     art = load(project / data["results"][0]["artifact"])
     assert all(not i.request.uri.startswith("http://spoolproxy") for i in art.interactions)

@@ -38,7 +38,8 @@ class RunOptions:
     the case's).  ``pin``: save passing runs as the cases' cassettes.  ``connect_to`` /
     ``upstream_ca``: upstream options for live hosts.  ``timeout_s``: per case, seconds.
     ``only``: case names to run (empty: all confirmed).  ``include_pending``: run pending
-    cases too.
+    cases too.  ``repeat``: run each case this many times (a live LLM is not deterministic);
+    it passes only when every run passes, and only then is it pinned.
     """
 
     live: tuple[str, ...] | None = None
@@ -50,6 +51,7 @@ class RunOptions:
     include_pending: bool = False
     env: dict[str, str] | None = None
     runs_dir: Path | None = None
+    repeat: int = 1
     _stamps: set[str] = field(default_factory=set)
 
 
@@ -192,6 +194,7 @@ def run_suite(suite_dir: str | Path, opts: RunOptions | None = None) -> list[Cas
 def _run_all(suite: Path, opts: RunOptions, engine) -> list[CaseResult]:
     results: list[CaseResult] = []
     seen: set[str] = set()
+    names: dict[str, Path] = {}
     for path, case in iter_cases(suite):
         if isinstance(case, CaseError):
             if not opts.only or path.stem in opts.only:
@@ -199,6 +202,14 @@ def _run_all(suite: Path, opts: RunOptions, engine) -> list[CaseResult]:
                                           case_path=path))
             seen.add(path.stem)
             continue
+        if case.name in names:
+            if opts.only and case.name not in opts.only:
+                continue
+            results.append(CaseResult(name=case.name, outcome="error", status=case.status, case_path=path,
+                                      explanation=f"{path}: case name {case.name!r} is already used by "
+                                                  f"{names[case.name].name}; give each case its own name"))
+            continue
+        names[case.name] = path
         seen.add(case.name)
         if opts.only and case.name not in opts.only:
             continue
@@ -207,8 +218,25 @@ def _run_all(suite: Path, opts: RunOptions, engine) -> list[CaseResult]:
             results.append(CaseResult(name=case.name, outcome=None, explanation=f"status: {case.status}",
                                       status=case.status, case_path=path, cassette=case.cassette))
             continue
-        results.append(run_case(case, path, suite, opts, engine))
+        results.append(_repeated(case, path, suite, opts, engine) if opts.repeat > 1
+                       else run_case(case, path, suite, opts, engine))
     unknown = [n for n in opts.only if n not in seen]
     if unknown:
         raise SpoolError(f"no case named {', '.join(unknown)} in {suite}; see `ls {suite}`")
     return results
+
+
+def _repeated(case: Case, path: Path, suite: Path, opts: RunOptions, engine) -> CaseResult:
+    """Run a case ``opts.repeat`` times; the result of the first run that did not pass (or the
+    last run), its explanation prefixed with ``k/N runs passed``."""
+    from dataclasses import replace
+
+    once = replace(opts, pin=False)
+    runs = [run_case(case, path, suite, once, engine) for _ in range(opts.repeat)]
+    passed = sum(1 for r in runs if r.outcome == "passes")
+    result = next((r for r in runs if r.outcome != "passes"), runs[-1])
+    result.explanation = f"{passed}/{len(runs)} runs passed; {result.explanation}"
+    result.duration_s = sum(r.duration_s for r in runs)
+    if opts.pin and passed == len(runs) and result.artifact is not None:
+        result.pinned = pin(case, path, project_root(suite), result.artifact)
+    return result
