@@ -30,6 +30,8 @@ from ..suite.model import Assertions
               help="Command that reproduces the run (shell-style), instead of the one the cassette recorded.")
 @click.option("--cwd", default=None, help="Working directory of --cmd, relative to the project root (default '.').")
 @click.option("--confirm", is_flag=True, help="Mark the new cases confirmed (default: pending).")
+@click.option("--dedup", is_flag=True,
+              help="Skip runs whose failure signature (kinds and messages, ids and numbers ignored) is already a case.")
 @click.option("--force", is_flag=True, help="Overwrite a case already exported from the same cassette.")
 @click.option("--final-answer-contains", "contains", multiple=True, metavar="TEXT",
               help="Assert the final answer contains TEXT (repeatable).")
@@ -37,7 +39,7 @@ from ..suite.model import Assertions
               help="Assert the final answer matches REGEX.")
 @click.option("--tool", "tools", multiple=True, metavar="NAME", help="Assert tool NAME is called (repeatable).")
 @click.option("--max-llm-calls", type=int, default=None, help="Assert at most N LLM calls.")
-def command(cassettes, suite_dir: Path, cmd, cwd, confirm, force, contains, matches, tools, max_llm_calls) -> None:
+def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, contains, matches, tools, max_llm_calls) -> None:
     """Turn failing runs (CASSETTE files or directories) into regression test cases."""
     from pydantic import ValidationError
 
@@ -53,7 +55,7 @@ def command(cassettes, suite_dir: Path, cmd, cwd, confirm, force, contains, matc
     if not paths:
         raise SpoolError(f"no cassette found in {', '.join(map(str, cassettes))}")
     results = export(paths, suite_dir, cmd=cmd, cwd=cwd, status="confirmed" if confirm else "pending",
-                     force=force, assertions=assertions)
+                     force=force, assertions=assertions, dedup=dedup)
     bad = 0
     for r in results:
         if r.action == "written":

@@ -86,9 +86,19 @@ def build_case(cas: Cassette, cassette_path: Path, root: Path, report: Report, *
                 assertions=assertions or Assertions())
 
 
+def signature_key(signature: list[SignatureFinding]) -> tuple:
+    """A failure's identity for de-duplication: its kinds and messages with ids, numbers,
+    quoted literals and URLs' paths stripped (``ORD-1002`` and ``ORD-7`` look alike)."""
+    def norm(msg: str) -> str:
+        msg = re.sub(r"'[^']*'|\"[^\"]*\"|\{[^}]*\}", "<v>", msg)
+        msg = re.sub(r"\b[0-9a-f]{8,}\b|\d+", "<n>", msg)
+        return re.sub(r"(https?://[^/\s]+)/\S*", r"\1/<path>", msg)
+    return tuple(sorted((f.kind, norm(f.message)) for f in signature))
+
+
 def export(cassettes: list[Path], suite_dir: Path, *, cmd: str | None = None, cwd: str | None = None,
            status: Status = "pending", force: bool = False, assertions: Assertions | None = None,
-           analyze=None) -> list[ExportResult]:
+           analyze=None, dedup: bool = False) -> list[ExportResult]:
     """Write one case per failing cassette into ``suite_dir``; returns one result per cassette.
 
     ``cmd`` (a shell-style string) overrides the recorded command; ``force`` overwrites
@@ -101,6 +111,7 @@ def export(cassettes: list[Path], suite_dir: Path, *, cmd: str | None = None, cw
     argv = shlex.split(cmd) if cmd else None
     taken = {p.stem for p in suite_dir.glob("*.yaml")} if suite_dir.is_dir() else set()
     existing = _existing_cases(suite_dir)
+    known = _signatures(suite_dir) if dedup else {}
     results: list[ExportResult] = []
     for path in cassettes:
         try:
@@ -114,12 +125,19 @@ def export(cassettes: list[Path], suite_dir: Path, *, cmd: str | None = None, cw
                 results.append(ExportResult(path, "skipped", f"already exported as {previous} (--force overwrites it)",
                                             previous))
                 continue
+            if dedup and not previous:
+                key = signature_key(signature_of(report))
+                if key in known:
+                    results.append(ExportResult(path, "skipped", f"same failure signature as case {known[key]} (--dedup)"))
+                    continue
             name = previous.stem if previous else case_name(path, taken)
             target = suite_dir / f"{name}.yaml"
             case = build_case(cas, path, root, report, name=name, cmd=argv, cwd=cwd, status=status,
                               assertions=assertions)
             save_case(case, target)
             taken.add(name)
+            if dedup:
+                known[signature_key(case.signature)] = name
             kinds = ", ".join(case.signature_kinds)
             results.append(ExportResult(path, "written", f"{status}; signature: {kinds}", target, case))
         except SpoolError as exc:
@@ -134,3 +152,12 @@ def _existing_cases(suite_dir: Path) -> dict[str, Path]:
     if not suite_dir.is_dir():
         return {}
     return {case.cassette: p for p, case in iter_cases(suite_dir) if isinstance(case, Case)}
+
+
+def _signatures(suite_dir: Path) -> dict[tuple, str]:
+    """signature key -> case name, for the readable cases of a suite."""
+    from .files import iter_cases
+
+    if not suite_dir.is_dir():
+        return {}
+    return {signature_key(case.signature): case.name for _p, case in iter_cases(suite_dir) if isinstance(case, Case)}
