@@ -358,3 +358,17 @@ def test_transport_failure_without_response():
                       response=llm(USER, chat_sse("Half", finish=None, done=False), stream=True).response,
                       error=Failure(kind="reset", message="stream cut", during="response"))
     assert one(analyze(cassette(cut)), "stream_incomplete").severity == "error"
+
+
+@pytest.mark.parametrize("content,failed", [
+    ("Traceback (most recent call last):\n  File \"t.py\", line 3\nKeyError: 'x'", True),
+    ("Error: boom\n    at run (/app/tool.js:10:5)\n    at main (/app/index.js:3:1)\n", True),
+    ("ValueError Exception: raised when an argument has the right type but a bad value.", False),
+    ('{"results": [], "errors": []}', False),
+    ('{"status": "error", "detail": "quota"}', True),
+    ('{"success": false}', True),
+    ('{"pipeline": {"status": "failed"}}', False),  # data about a failure is not a tool failure
+])
+def test_what_counts_as_a_failed_tool_result(content, failed):
+    rep = analyze(agent_loop("tool", [{"a": 1}], [content], answer="All good: 42."))
+    assert bool(kinds(rep, "tool_error_ignored")) is failed

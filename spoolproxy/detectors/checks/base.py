@@ -21,7 +21,8 @@ ACK = re.compile(
     r"no longer|conflict|locked|denied|refused|rejected|unsuccessful|try again later|went wrong|problem)\b",
     re.IGNORECASE,
 )
-TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\s*at [\w$.]+\(.*:\d+\)$|\bException: ", re.MULTILINE)
+#: a Python traceback, or two consecutive Java/JavaScript stack frames ("    at f (file.js:1:2)")
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)|(?:^[ \t]+at [\w$.<>]+ ?\(.*:\d+(?::\d+)?\)\n){2}", re.MULTILINE)
 HTML_START = re.compile(rb"^\s*(<!doctype html|<html[\s>]|<head[\s>]|<body[\s>])", re.IGNORECASE)
 ERROR_PAGE = re.compile(
     r"<title>[^<]*(\b[45]\d\d\b|error|unavailable|bad gateway|gateway time-?out|attention required|just a moment|"
