@@ -78,6 +78,9 @@ def test_detect_cli_json_lines_over_all_cases(cases_dir, tmp_path):
     # every expected.yaml is skipped with one warning line, not a crash
     warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("spoolproxy: warning: skipped")]
     assert len(warnings) == 22 and "Traceback" not in proc.stderr
+    parallel = subprocess.run([sys.executable, "-m", "spoolproxy", "detect", str(cases_dir), "--json", "--jobs", "2"],
+                              capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert parallel.returncode == 0 and parallel.stdout == proc.stdout  # same lines, same order
     failing = subprocess.run([sys.executable, "-m", "spoolproxy", "detect", str(cases_dir / "13-clean-openai-multi-tool"),
                               str(cases_dir / "07-empty-assistant-message"), "--fail-on", "error"],
                              capture_output=True, text=True, cwd=REPO, env=env, timeout=60)

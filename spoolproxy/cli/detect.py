@@ -10,6 +10,7 @@ per line (JSON Lines)::
     {"cassette": "...", "verdict": "pass"|"fail", "findings": [{"kind", "severity",
      "interactions": [0-based], "message", "evidence": [{"interaction", "path", "quote"}]}]}
 
+``--jobs N`` loads and analyzes cassettes in N worker processes (output order unchanged).
 Exit status: 0, or 1 with ``--fail-on LEVEL`` when any finding is at LEVEL or above;
 2 for bad usage or a missing path.  Thresholds and budgets come from ``[detect]`` in
 spoolproxy.toml (``--config`` to name the file).
@@ -29,6 +30,31 @@ LEVELS = ("info", "warn", "error", "critical")
 STYLE = {"info": "dim", "warn": "yellow", "error": "bold red", "critical": "bold white on red"}
 
 
+def _one(path: str, cfg) -> tuple[str, str | None, dict | None, int]:
+    """Load and analyze one file: (path, warning or None, report as a dict, interactions).
+    Top-level so that ``--jobs`` worker processes can run it."""
+    from ..detectors import analyze
+
+    try:
+        cas = load(path)
+    except CassetteError as exc:
+        return path, f"spoolproxy: warning: skipped {exc}", None, 0
+    report = analyze(cas, cfg)
+    report.cassette = str(path)
+    return path, None, report.model_dump(mode="json"), len(cas.interactions)
+
+
+def _results(files: list[str], cfg, jobs: int):
+    if jobs <= 1 or len(files) < 2:
+        for f in files:
+            yield _one(f, cfg)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        yield from pool.map(_one, files, [cfg] * len(files), chunksize=max(1, len(files) // (jobs * 8)))
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines, one object per cassette.")
@@ -36,14 +62,20 @@ STYLE = {"info": "dim", "warn": "yellow", "error": "bold red", "critical": "bold
               help="Exit 1 when any finding has this severity or higher.")
 @click.option("--min-severity", type=click.Choice(LEVELS), default="info", show_default=True,
               help="Hide findings below this severity in the table (JSON always has all).")
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Worker processes for many cassettes (0: one per CPU). Output order is unchanged.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="spoolproxy.toml to read [detect] from (default: the usual lookup).")
-def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_severity: str, config_path: str | None) -> None:
+def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_severity: str, jobs: int,
+            config_path: str | None) -> None:
     """Flag failing agent runs in cassettes (files or directories), with evidence."""
-    from ..detectors import SEVERITY_RANK, analyze, load_detect_config
+    import os
+
+    from ..detectors import SEVERITY_RANK, Report, load_detect_config
 
     cfg = load_detect_config(config_path)
-    files = list(iter_paths(paths))
+    files = [str(f) for f in iter_paths(paths)]
+    jobs = jobs or (os.cpu_count() or 1)
     console = None
     if not as_json:
         from rich.console import Console
@@ -51,22 +83,18 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
         console = Console(highlight=False, soft_wrap=True)
     worst = -1
     counts = {"pass": 0, "fail": 0, "skipped": 0}
-    for f in files:
-        try:
-            cas = load(f)
-        except CassetteError as exc:
-            click.echo(f"spoolproxy: warning: skipped {exc}", err=True)
+    for _, warning, doc, n in _results(files, cfg, jobs):
+        if warning is not None:
+            click.echo(warning, err=True)
             counts["skipped"] += 1
             continue
-        report = analyze(cas, cfg)
-        report.cassette = str(f)
-        counts[report.verdict] += 1
-        for finding in report.findings:
-            worst = max(worst, SEVERITY_RANK[finding.severity])
+        counts[doc["verdict"]] += 1
+        for finding in doc["findings"]:
+            worst = max(worst, SEVERITY_RANK[finding["severity"]])
         if as_json:
-            sys.stdout.write(json.dumps(report.model_dump(mode="json"), ensure_ascii=False) + "\n")
+            sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
         else:
-            _print_report(console, report, SEVERITY_RANK[min_severity], len(cas.interactions))
+            _print_report(console, Report.model_validate(doc), SEVERITY_RANK[min_severity], n)
     if console is not None:
         console.print(f"{counts['pass'] + counts['fail']} cassettes: [bold red]{counts['fail']} fail[/], "
                       f"[green]{counts['pass']} pass[/]" + (f", {counts['skipped']} skipped" if counts["skipped"] else ""))
