@@ -78,6 +78,7 @@ def recording(
     large_bodies: str = "spill",
     redactor: Redactor | None = None,
     upstream_ca: Path | None = None,
+    options: dict | None = None,
 ) -> Iterator[Session]:
     """Record through a real in-process proxy into ``path``; finish on exit."""
     rules = list(connect_to or []) + (openai_via(fake) if fake is not None else [])
@@ -90,7 +91,7 @@ def recording(
     )
     runner = ProxyRunner(
         [rec],
-        options=RECORD_OPTIONS,
+        options={**RECORD_OPTIONS, **(options or {})},
         connect_to=rules,
         reverse=reverse,
         upstream_ca=upstream_ca if upstream_ca is not None else (fake.ca_pem_path if fake is not None else None),

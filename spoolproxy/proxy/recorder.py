@@ -89,7 +89,9 @@ class Recorder:
     interaction before it reaches the disk (journal, side files, cassette).
     ``max_body_size``: bytes of a response body kept in memory/YAML (option
     ``record_max_body_size``); ``large_bodies``: "spill" (side file) or "elide" (option
-    ``record_large_bodies``).  ``summary`` is fed every completed interaction.
+    ``record_large_bodies``); ``upstream_errors``: "close" (the client's connection closes
+    when the upstream is unreachable, as it would without a proxy) or "502" (mitmproxy's
+    error page; option ``record_upstream_errors``).  ``summary`` is fed every completed interaction.
     Raises CassetteError from :meth:`open`/:meth:`finish` when the cassette or journal
     cannot be written.
     """
@@ -102,6 +104,7 @@ class Recorder:
         redactor: Redactor | None = None,
         max_body_size: int = DEFAULT_LIMIT,
         large_bodies: str = "spill",
+        upstream_errors: str = "close",
         summary: RunSummary | None = None,
         on_interaction: Callable[[Interaction], None] | None = None,
     ) -> None:
@@ -110,6 +113,7 @@ class Recorder:
         self.redactor = redactor or Redactor()
         self.max_body_size = int(max_body_size)
         self.large_bodies = large_bodies
+        self.upstream_errors = upstream_errors
         self.summary = summary if summary is not None else RunSummary()
         self.on_interaction = on_interaction
         self.journal: Journal | None = None
@@ -128,6 +132,12 @@ class Recorder:
             "Response bytes kept in the cassette; larger bodies stream through and are spilled or elided.",
         )
         loader.add_option(
+            "record_upstream_errors", str, self.upstream_errors,
+            "What the client gets when the upstream cannot be reached or drops the connection before "
+            "responding: close (the connection closes, as without a proxy) or 502 (mitmproxy's error page).",
+            choices=("close", "502"),
+        )
+        loader.add_option(
             "record_large_bodies", str, self.large_bodies,
             "What to do with bodies above record_max_body_size: spill (side file next to the cassette) or elide.",
             choices=("spill", "elide"),
@@ -140,6 +150,8 @@ class Recorder:
             self.max_body_size = ctx.options.record_max_body_size
         if "record_large_bodies" in updated:
             self.large_bodies = ctx.options.record_large_bodies
+        if "record_upstream_errors" in updated:
+            self.upstream_errors = ctx.options.record_upstream_errors
 
     # -- set-up ------------------------------------------------------------------------
     def open(self) -> tuple[Path, int] | None:
@@ -203,6 +215,8 @@ class Recorder:
             return
         msg = flow.error.msg if flow.error else "unknown error"
         failure = classify(msg, had_response=cap.status is not None, request_sent=cap.request is not None)
+        if cap.status is None and self.upstream_errors == "close" and flow.killable:
+            flow.kill()  # no 502 page: the client sees its connection close, as without a proxy
         await self._complete(flow, failure)
 
     async def done(self) -> None:

@@ -178,6 +178,8 @@ class RunSummary:
         if self.failures:
             shown = "; ".join(self.failures[:3]) + (" ..." if len(self.failures) > 3 else "")
             out.append(f"transport failures: {len(self.failures)} ({shown})")
+            if any(f.startswith("tls ") for f in self.failures):
+                out.append("hint: an upstream certificate was not trusted; pass --upstream-ca PEM or --insecure-upstream")
         return out
 
 
