@@ -182,12 +182,13 @@ def test_pin_saves_the_passing_run_and_it_replays_offline(project: Path, results
     # ... and offline (no model server reachable, --live overridden to nothing) the pinned run replays
     (project / "spool" / "refund-live.yaml").write_text(
         (project / "spool" / "refund-live.yaml").read_text().replace("live: [model.example]", "live: []"))
-    run = spoolproxy("test", "--case", "refund-live", "--json", "--fail-on", "any", "--repeat", "2", cwd=project)
+    run = spoolproxy("test", "--case", "refund-live", "--case", "refund-fixed", "--json", "--fail-on", "any",
+                     "--repeat", "2", "--jobs", "2", cwd=project)  # two worker processes, two runs each
     data = json.loads(run.stdout)
-    assert [(r["name"], r["outcome"]) for r in data["results"]] == [("refund-live", "passes")]
-    assert data["results"][0]["explanation"].startswith("2/2 runs passed; ")
+    assert [(r["name"], r["outcome"]) for r in data["results"]] == [("refund-fixed", "passes"), ("refund-live", "passes")]
+    assert all(r["explanation"].startswith("2/2 runs passed; ") for r in data["results"])
     assert run.returncode == 0 and data["exit_code"] == 0
-    art = load(project / data["results"][0]["artifact"])
+    art = load(project / data["results"][1]["artifact"])
     assert all(not i.request.uri.startswith("http://spoolproxy") for i in art.interactions)
     assert art.meta.extra["live"] == []
 

@@ -37,12 +37,15 @@ STYLE = {"passes": "green", "still_fails": "red", "fails_differently": "magenta"
 @click.option("--live", multiple=True, metavar="GLOB",
               help="Send hosts matching GLOB upstream instead of replaying them, for every case (repeatable), "
                    "e.g. --live 'api.openai.com' to try a fix against the live LLM with tools replayed.")
+@click.option("--no-live", is_flag=True, hidden=True, help="Replay every host, ignoring the cases' routing.live.")
 @click.option("--connect-to", multiple=True, metavar="HOST1:PORT1:HOST2:PORT2",
               help="For live hosts: connect to HOST2:PORT2 instead (curl's meaning; repeatable).")
 @click.option("--upstream-ca", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="For live hosts: also trust this CA (PEM).")
 @click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Run each case N times (a live LLM varies); it passes, and is pinned, only if every run passes.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Run up to N cases in parallel (each in its own process and proxy).")
 @click.option("--pin", is_flag=True, help="Save each passing run as its case's cassette (<cassette>.pinned.yaml).")
 @click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Baseline of earlier outcomes (default: <suite>/baseline.json when it exists).")
@@ -56,7 +59,7 @@ STYLE = {"passes": "green", "still_fails": "red", "fails_differently": "magenta"
 @click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True,
               help="Seconds a case's command may run.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the details (findings, diffs) of every case.")
-def command(suite_dir: Path, only, live, connect_to, upstream_ca, repeat, pin, baseline, update_baseline, fail_on, junit,
+def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repeat, jobs, pin, baseline, update_baseline, fail_on, junit,
             as_json, timeout_s, verbose) -> None:
     """Run the regression suite: passes / still_fails / fails_differently / unreplayable."""
     from ..suite.baseline import exit_status, load_baseline, mark_regressions, save_baseline
@@ -68,7 +71,7 @@ def command(suite_dir: Path, only, live, connect_to, upstream_ca, repeat, pin, b
                          "`spoolproxy export-test CASSETTE --suite DIR`")
     baseline_path = baseline or (suite_dir / "baseline.json")
     previous = load_baseline(baseline_path) if (baseline or baseline_path.exists()) else {}
-    opts = RunOptions(live=tuple(live) if live else None, pin=pin, connect_to=tuple(connect_to),
+    opts = RunOptions(live=tuple(live) if live else (() if no_live else None), pin=pin, jobs=jobs, connect_to=tuple(connect_to),
                       upstream_ca=upstream_ca, timeout_s=timeout_s, only=tuple(only), repeat=repeat)
     results = run_suite(suite_dir, opts)
     regressions = mark_regressions(results, previous)

@@ -69,6 +69,17 @@ class CaseResult:
         }
 
 
+def result_from_json(d: dict) -> CaseResult:
+    """The inverse of :meth:`CaseResult.to_json` (used to collect parallel workers' results)."""
+    path = lambda v: Path(v) if v else None  # noqa: E731
+    return CaseResult(
+        name=d["name"], outcome=d["outcome"], explanation=d["explanation"], status=d.get("status", "confirmed"),
+        details=list(d.get("details") or []), case_path=path(d.get("case")), cassette=d.get("cassette"),
+        artifact=path(d.get("artifact")), report=path(d.get("report")), exit_code=d.get("exit_code"),
+        duration_s=float(d.get("duration_s") or 0.0), findings=[Finding.model_validate(f) for f in d.get("findings") or []],
+        pinned=path(d.get("pinned")))
+
+
 def _error_level(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if SEVERITY_RANK.get(f.severity, 0) >= SEVERITY_RANK["error"]]
 

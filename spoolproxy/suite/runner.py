@@ -39,7 +39,8 @@ class RunOptions:
     ``upstream_ca``: upstream options for live hosts.  ``timeout_s``: per case, seconds.
     ``only``: case names to run (empty: all confirmed).  ``include_pending``: run pending
     cases too.  ``repeat``: run each case this many times (a live LLM is not deterministic);
-    it passes only when every run passes, and only then is it pinned.
+    it passes only when every run passes, and only then is it pinned.  ``jobs``: cases run
+    in parallel, each in its own ``spoolproxy test --case NAME`` process (own proxy).
     """
 
     live: tuple[str, ...] | None = None
@@ -52,6 +53,7 @@ class RunOptions:
     env: dict[str, str] | None = None
     runs_dir: Path | None = None
     repeat: int = 1
+    jobs: int = 1
     _stamps: set[str] = field(default_factory=set)
 
 
@@ -195,6 +197,7 @@ def _run_all(suite: Path, opts: RunOptions, engine) -> list[CaseResult]:
     results: list[CaseResult] = []
     seen: set[str] = set()
     names: dict[str, Path] = {}
+    parallel: list[tuple[int, Case]] = []
     for path, case in iter_cases(suite):
         if isinstance(case, CaseError):
             if not opts.only or path.stem in opts.only:
@@ -218,12 +221,54 @@ def _run_all(suite: Path, opts: RunOptions, engine) -> list[CaseResult]:
             results.append(CaseResult(name=case.name, outcome=None, explanation=f"status: {case.status}",
                                       status=case.status, case_path=path, cassette=case.cassette))
             continue
+        if opts.jobs > 1:
+            results.append(CaseResult(name=case.name, outcome="error", explanation="(pending)", case_path=path))
+            parallel.append((len(results) - 1, case))
+            continue
         results.append(_repeated(case, path, suite, opts, engine) if opts.repeat > 1
                        else run_case(case, path, suite, opts, engine))
     unknown = [n for n in opts.only if n not in seen]
     if unknown:
         raise SpoolError(f"no case named {', '.join(unknown)} in {suite}; see `ls {suite}`")
+    if parallel:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(opts.jobs) as pool:
+            done = pool.map(lambda item: _in_worker(item[1], results[item[0]].case_path, suite, opts), parallel)
+            for (i, _case), result in zip(parallel, done):
+                results[i] = result
     return results
+
+
+def _in_worker(case: Case, path: Path, suite: Path, opts: RunOptions) -> CaseResult:
+    """Run one case in a ``spoolproxy test --case NAME --json`` subprocess and read its result."""
+    import json
+    import subprocess
+
+    from .outcome import result_from_json
+
+    argv = [sys.executable, "-m", "spoolproxy", "test", "--suite", str(suite), "--case", case.name, "--json",
+            "--fail-on", "any", "--timeout", str(opts.timeout_s), "--repeat", str(opts.repeat)]
+    for glob in opts.live or ():
+        argv += ["--live", glob]
+    if opts.live is not None and not opts.live:
+        argv += ["--no-live"]
+    for rule in opts.connect_to:
+        argv += ["--connect-to", rule]
+    if opts.upstream_ca:
+        argv += ["--upstream-ca", str(opts.upstream_ca)]
+    if opts.pin:
+        argv.append("--pin")
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=opts.env)
+    try:
+        data = json.loads(proc.stdout)
+        return result_from_json(data["results"][0])
+    except (ValueError, KeyError, IndexError):
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return CaseResult(name=case.name, outcome="error", status=case.status, case_path=path, cassette=case.cassette,
+                          explanation=f"the worker process for this case failed (exit {proc.returncode}): {last}",
+                          duration_s=time.monotonic() - t0)
 
 
 def _repeated(case: Case, path: Path, suite: Path, opts: RunOptions, engine) -> CaseResult:
