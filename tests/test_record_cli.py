@@ -258,3 +258,31 @@ def test_reverse_mode_gives_cmd_its_base_url_and_records_the_real_url(tmp_path, 
     assert '"chat.completion"' in proc.stdout and '"list"' in proc.stdout
     uris = [it.request.uri for it in load(path).interactions]
     assert uris == ["https://api.openai.com/v1/chat/completions", "https://api.openai.com/v1/models"]
+
+
+def test_config_and_options_add_redaction(tmp_path, spool_home, fake_provider):
+    cfg = tmp_path / "spoolproxy.toml"
+    cfg.write_text('[redact]\npatterns = ["corp-[a-z0-9]{12}"]\n')
+    path = tmp_path / "red.yaml"
+    token, header = "corp-" + "a1" * 6, "opaque-value-" + "z" * 8
+    cmd = "curl -sS https://api.openai.com/echo/x -H \"x-team-secret: $H\" -d \"token=$T\""
+    proc = run_cli(["record", "-q", "--config", str(cfg), "--redact-header", "X-Team-Secret", "-c", str(path),
+                    *_upstream(fake_provider), "--", "sh", "-c", cmd], spool_home, H=header, T=token)
+    assert proc.returncode == 0, proc.stderr
+    assert token in proc.stdout  # the echo reached the client unchanged
+    text = path.read_text()
+    assert token not in text and header not in text.split("response:")[0]
+    assert "REDACTED-custom-" in text and "REDACTED-x-team-secret-" in text
+
+
+def test_ca_command_prints_paths(tmp_path, spool_home):
+    from click.testing import CliRunner
+
+    from spoolproxy.cli import cli
+
+    out = CliRunner().invoke(cli, ["ca"], env={"SPOOLPROXY_HOME": str(spool_home)})
+    assert out.exit_code == 0
+    assert f"CA certificate: {spool_home}/mitmproxy/mitmproxy-ca-cert.pem" in out.output
+    assert f"CA bundle:      {spool_home}/ca-bundle.pem" in out.output
+    only = CliRunner().invoke(cli, ["ca", "--bundle"], env={"SPOOLPROXY_HOME": str(spool_home)})
+    assert only.output.strip() == f"{spool_home}/ca-bundle.pem"
