@@ -129,7 +129,9 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
             raise SpoolError(f"the command did not finish within {opts.timeout_s:g} s (output: {runs / (stamp + '.log')})")
         from ..detectors import analyze, build_transcript, load_detect_config
 
-        config = load_detect_config()
+        from ..config import find_config
+
+        config = load_detect_config(find_config(root))  # the project's [detect] table
         try:
             report = analyze(played.cassette, config)
             transcript = build_transcript(played.cassette, config)
@@ -149,6 +151,9 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
             result.pinned = pin(case, case_path, root, artifact)
     except SpoolError as exc:
         result.outcome, result.explanation = "error", str(exc)
+    except OSError as exc:
+        result.outcome = "error"
+        result.explanation = f"cannot write the artifact run under {suite_dir / RUNS_DIR}: {exc.strerror or exc}"
     result.duration_s = time.monotonic() - t0
     return result
 
