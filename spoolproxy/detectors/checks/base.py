@@ -22,7 +22,18 @@ ACK = re.compile(
     re.IGNORECASE,
 )
 #: a Python traceback, or two consecutive Java/JavaScript stack frames ("    at f (file.js:1:2)")
-TRACEBACK = re.compile(r"Traceback \(most recent call last\)|(?:^[ \t]+at [\w$.<>]+ ?\(.*:\d+(?::\d+)?\)\n){2}", re.MULTILINE)
+PY_TRACEBACK = "Traceback (most recent call last)"
+STACK_FRAMES = re.compile(r"(?:^[ \t]+at [\w$.<>]+ ?\([^\n]*:\d+(?::\d+)?\)\n){2}", re.MULTILINE)
+
+
+def traceback_in(text: str) -> str | None:
+    """The traceback marker in ``text`` (a Python traceback header or two stack frames)."""
+    if PY_TRACEBACK in text:
+        return PY_TRACEBACK
+    if "\n\tat " in text or "\n    at " in text:
+        m = STACK_FRAMES.search(text)
+        return m.group(0) if m else None
+    return None
 HTML_START = re.compile(rb"^\s*(<!doctype html|<html[\s>]|<head[\s>]|<body[\s>])", re.IGNORECASE)
 ERROR_PAGE = re.compile(
     r"<title>[^<]*(\b[45]\d\d\b|error|unavailable|bad gateway|gateway time-?out|attention required|just a moment|"
@@ -133,9 +144,9 @@ class Context:
         jf = _json_failure(doc)
         if jf:
             return (f"the tool result says {jf[0]}", [self._result_ev(res, jf[1])])
-        m = TRACEBACK.search(res.content)
-        if m:
-            return ("the tool result holds a traceback", [self._result_ev(res, m.group(0))])
+        tb = traceback_in(res.content)
+        if tb:
+            return ("the tool result holds a traceback", [self._result_ev(res, tb)])
         for p in self.config.error_patterns:
             m = re.search(p, res.content)
             if m:
