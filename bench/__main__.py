@@ -6,16 +6,18 @@ missed or a subject was not available (those rows say so); 1 on an internal erro
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
+import subprocess
 import sys
+import tempfile
 import time
-import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
 from . import b1_record, b2_playback, b3_load, b4_detect, b5_startup, b6_memory, env, report
 from .config import FULL, QUICK
-from .ctx import RunContext
+from .stats import Summary
 
 SECTIONS = {
     "B1": (b1_record.run, [b1_record.specs]),
@@ -43,6 +45,18 @@ def row_ids() -> list[str]:
     return [r[0] for rows in all_specs().values() for r in rows]
 
 
+def merge(res: report.Results, rows: list[dict]) -> None:
+    """Copy the measured rows of a section's JSON into ``res``."""
+    for d in rows:
+        row = res.rows.get(d["id"])
+        if row is None or (d["value"] is None and d["status"] == "not available: not measured"):
+            continue
+        row.metric, row.reference, row.target = d["metric"], d["reference"], d["target"]
+        row.status, row.note = d["status"], d["note"]
+        row.value = Summary(**d["value"]) if d["value"] else None
+        row.ratio = Summary(**d["ratio"]) if d["ratio"] else None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="tiny sizes, few repeats (smoke run, ~30 s)")
@@ -67,20 +81,26 @@ def main(argv: list[str] | None = None) -> int:
         "config": cfg.__dict__,
     }
     failed = False
-    with RunContext(cfg, keep=args.keep) as ctx:
-        print(f"bench: scratch directory {ctx.work}", file=sys.stderr)
-        for sec, (fn, _) in SECTIONS.items():
+    with tempfile.TemporaryDirectory(prefix="spoolproxy-bench-rows-") as tmp:
+        for sec in SECTIONS:
             if only and sec not in only:
                 res.unavailable(sec + ".", "section not run (--only)")
                 continue
             t0 = time.time()
             print(f"bench: {sec} ...", file=sys.stderr, flush=True)
+            rows_file = Path(tmp) / f"{sec}.json"
+            cmd = [sys.executable, "-m", "bench.section", sec, "--out", str(rows_file)]
+            cmd += ["--quick"] if cfg.quick else []
+            cmd += ["--keep"] if args.keep else []
             try:
-                fn(res, ctx)
-            except Exception as exc:
+                rc = subprocess.run(cmd, cwd=HERE.parent, timeout=1800).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+            if rows_file.exists():
+                merge(res, json.loads(rows_file.read_text()))
+            if rc != 0:
                 failed = True
-                traceback.print_exc()
-                res.unavailable(sec + ".", f"{sec} failed: {type(exc).__name__}: {exc}")
+                res.unavailable(sec + ".", f"{sec} exited with {rc}; see the output above")
             print(f"bench: {sec} done in {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
     header["duration_s"] = time.time() - started
     header["machine"]["load_end"] = env.load()

@@ -1,5 +1,6 @@
 """B5 start-up: wall time of ``spoolproxy playback -- true`` and ``spoolproxy record -- true``
-against ``python -c pass`` (and ``spoolproxy --help``, the CLI's import cost), by
+against ``python -c pass`` (and ``spoolproxy --help``, the CLI's import cost, and importing
+mitmproxy's master and default addons, which any in-process mitmproxy pays), by
 subprocess timing with repeats, after one untimed warm-up run each (CA creation, caches)."""
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from .stats import percentile
 
 def specs() -> list[tuple[str, str, str, str]]:
     return [("B5.python", "python -c pass", "wall time", "s"),
+            ("B5.mitmproxy_import", "python -c 'import mitmproxy.master, mitmproxy.addons'",
+             "wall time (the floor of any in-process mitmproxy)", "s"),
             ("B5.help", "spoolproxy --help", "wall time", "s"),
             ("B5.playback", "spoolproxy playback -- true", "wall time", "s"),
             ("B5.record", "spoolproxy record -- true", "wall time", "s")]
@@ -42,6 +45,7 @@ def run(res: Results, ctx: RunContext) -> None:
     tiny = save(synth.playback_cassette(3), ctx.work / "b5-tiny.yaml")
     cmds = {
         "python": [PYTHON, "-c", "pass"],
+        "mitmproxy_import": [PYTHON, "-c", "import mitmproxy.master, mitmproxy.addons"],
         "help": [sp, "--help"],
         "playback": [sp, "playback", "--cassette", str(tiny), "--", "true"],
         "record": [sp, "record", "--cassette", str(ctx.work / "b5-record.yaml"), "--", "true"],

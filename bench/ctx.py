@@ -66,7 +66,7 @@ class RunContext:
         """Port of the local HTTPS origin server (started on first use)."""
         if self._origin is None:
             p = Proc([PYTHON, "-m", "bench.server", "--cert", str(self.pki.server_cert),
-                      "--key", str(self.pki.server_key)], self.logs, "origin", stdout_pipe=True)
+                      "--key", str(self.pki.server_key)], self.logs, "origin", stdout_pipe=True, wrap=False)
             self._origin = p
             line = p.readline()
             if not line.startswith("PORT "):

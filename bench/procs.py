@@ -1,7 +1,7 @@
 """Subprocesses under measurement: start, wait until listening, stop, peak RSS.
 
-Peak RSS comes from ``os.wait4`` (the kernel's ``ru_maxrss`` of that very process, in KiB)
-with ``/proc/<pid>/status`` ``VmHWM`` sampled while it runs as a cross-check.  Processes are
+Peak RSS comes from ``ru_maxrss`` (KiB) reported by :mod:`bench.rsswrap` for the measured
+command itself, with ``/proc/<pid>/status`` ``VmHWM`` sampled while it runs as a fallback.  Processes are
 only ever stopped by their own pid (SIGINT, then SIGTERM, then SIGKILL).
 """
 
@@ -58,28 +58,47 @@ def vm_hwm_kib(pid: int) -> int | None:
     return None
 
 
+RSSWRAP = Path(__file__).resolve().parent / "rsswrap.py"
+
+
 class Proc:
     """A measured subprocess: ``Proc(cmd, ...)`` starts it; ``stop()`` ends it and returns
-    its peak RSS in KiB.  stdout/stderr go to files under ``logdir`` (for post-mortems)."""
+    its peak RSS in KiB.  stdout/stderr go to files under ``logdir`` (for post-mortems).
+
+    With ``wrap`` (the default) the command runs under :mod:`bench.rsswrap`, which reports
+    the command's own ``ru_maxrss`` (see there why); ``pid`` is then the command's pid once
+    it has started, and signals sent to the wrapper are forwarded."""
 
     def __init__(self, cmd: list[str], logdir: Path, name: str, env: dict | None = None,
-                 cwd: Path | None = None, stdout_pipe: bool = False) -> None:
+                 cwd: Path | None = None, stdout_pipe: bool = False, wrap: bool = True) -> None:
         self.cmd, self.name = cmd, name
         logdir.mkdir(parents=True, exist_ok=True)
         self.err_path = logdir / f"{name}.stderr"
         self.out_path = logdir / f"{name}.stdout"
+        self.rss_path = logdir / f"{name}.maxrss" if wrap else None
         self._err = open(self.err_path, "wb")
         self._out = None if stdout_pipe else open(self.out_path, "wb")
+        full = [PYTHON, "-I", "-S", str(RSSWRAP), str(self.rss_path), *cmd] if wrap else cmd
         self.p = subprocess.Popen(
-            cmd, env=env, cwd=cwd or REPO, stdin=subprocess.DEVNULL,
+            full, env=env, cwd=cwd or REPO, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdout_pipe else self._out, stderr=self._err,
         )
         self.peak_kib: int | None = None
         self.returncode: int | None = None
+        self._child: int | None = None
 
     @property
     def pid(self) -> int:
-        return self.p.pid
+        """The measured command's pid (the wrapper's until the command has been forked)."""
+        if self.rss_path is None:
+            return self.p.pid
+        if self._child is None:
+            try:
+                kids = Path(f"/proc/{self.p.pid}/task/{self.p.pid}/children").read_text().split()
+                self._child = int(kids[0]) if kids else None
+            except (OSError, ValueError):
+                pass
+        return self._child or self.p.pid
 
     def alive(self) -> bool:
         return self.returncode is None and self.p.poll() is None
@@ -117,13 +136,20 @@ class Proc:
         """SIGINT, then SIGTERM, then SIGKILL (this pid only); returns peak RSS in KiB."""
         if self.returncode is None:
             self.sample_hwm()
+            child = self.pid
             for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-                try:
-                    os.kill(self.pid, sig)
-                except ProcessLookupError:
-                    pass
+                for target in {self.p.pid, child} if sig == signal.SIGKILL else {self.p.pid}:
+                    try:
+                        os.kill(target, sig)
+                    except ProcessLookupError:
+                        pass
                 if self._reap(wait):
                     break
+            if self.rss_path is not None:
+                try:
+                    self.peak_kib = int(self.rss_path.read_text().split()[0])
+                except (OSError, ValueError, IndexError):
+                    pass  # killed: keep the VmHWM samples
         for fh in (self._err, self._out):
             if fh:
                 fh.close()
@@ -140,7 +166,6 @@ class Proc:
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
                 self.p.returncode = self.returncode
-                self.peak_kib = max(self.peak_kib or 0, ru.ru_maxrss)
                 return True
             if time.monotonic() >= deadline:
                 return False

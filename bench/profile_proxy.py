@@ -83,8 +83,11 @@ def main(argv: list[str] | None = None) -> int:
 
             from . import synth
 
-            cas = synth.playback_cassette(1000)
-            path = save(cas, ctx.work / "p.yaml")
+            from .b2_playback import exchanges
+
+            model = synth.playback_cassette(1000)
+            path = save(model, ctx.work / "p.yaml")
+            cas = exchanges(model)
             proc, port, ca = ctx.spoolproxy("prof", "playback", "--cassette", str(path), "--match", "exact",
                                             "--allow-repeats")
         else:
