@@ -153,3 +153,23 @@ def test_recording_helper_records_one_plain_http_request(spool_home, tmp_path, f
     assert r.status_code == 200
     assert [i.request.uri for i in s.cassette.interactions] == [f"{fake_provider.http_url}/echo/ping"]
     assert (spool_home / "mitmproxy" / "mitmproxy-ca.pem").exists()
+
+
+def test_runner_listens_on_loopback_and_runs_calls_on_its_loop(spool_home, tmp_path):
+    import asyncio
+    import threading
+
+    with recording(tmp_path / "x.yaml", reverse=("https://api.openai.com",)) as s:
+        addrs = s.runner.call(lambda: s.runner.master.addons.get("proxyserver").listen_addrs())
+        assert {a[0] for a in addrs} == {"127.0.0.1"}
+        assert {a[1] for a in addrs} == {s.runner.port, *s.runner.reverse_ports.values()}  # reverse https: TCP+UDP
+        assert s.runner.call(lambda: threading.current_thread().name) == "spoolproxy-mitmproxy"
+
+        async def coro(x):
+            await asyncio.sleep(0)
+            return x * 2
+
+        assert s.runner.call(coro, 21) == 42
+        with pytest.raises(ZeroDivisionError):
+            s.runner.call(lambda: 1 / 0)
+    assert s.cassette.interactions == []
