@@ -99,21 +99,42 @@ def command(
         if rec.count == 0:
             rec.abort()  # nothing ran: leave no cassette behind
             raise
-        _finish(rec, path, code, summary, say)
+        _finish(rec, path, code, summary, say, proxy.config)
         raise
     except BaseException:
-        _finish(rec, path, code, summary, say)
+        _finish(rec, path, code, summary, say, proxy.config)
         raise
-    _finish(rec, path, code, summary, say)
+    _finish(rec, path, code, summary, say, proxy.config)
     raise SystemExit(code or 0)
 
 
-def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say) -> None:
+def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say, config_path=None) -> None:
     cas = rec.finish(exit_code=code)
     say(f"spoolproxy: wrote {path} ({len(cas)} interaction{'s' if len(cas) != 1 else ''})")
     for line in summary.lines():
         say(f"  {line}")
+    if len(cas):
+        for line in _findings(cas, config_path):
+            say(f"  {line}")
     for err in rec.write_errors[:5]:
         click.echo(f"spoolproxy: warning: not recorded: {err}", err=True)
     if len(cas) == 0:
         click.echo(NOTHING_RECORDED, err=True)
+
+
+def _findings(cas, config_path, limit: int = 3) -> list[str]:
+    """The detectors' verdict on the new cassette, in a few lines (never fails a recording)."""
+    try:
+        from ..detectors import analyze, load_detect_config
+
+        report = analyze(cas, load_detect_config(config_path))
+    except Exception as exc:  # noqa: BLE001 - a detector problem must not cost the recording
+        return [f"detect: skipped ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"]
+    if not report.findings:
+        return ["detect: pass, no findings"]
+    lines = [f"detect: {report.verdict}, {len(report.findings)} finding{'s' if len(report.findings) != 1 else ''} "
+             f"(spoolproxy detect {cas.path} for evidence)"]
+    for f in report.findings[:limit]:
+        where = f" (interaction {f.interactions[0]})" if f.interactions else ""
+        lines.append(f"  [{f.severity}] {f.kind}: {f.message}{where}")
+    return lines
