@@ -195,8 +195,8 @@ class BodySink:
 
     # -- the mitmproxy stream callable ----------------------------------------------
     def __call__(self, data: bytes) -> bytes:
-        if not data:
-            return b""
+        if not data or self.finished:  # finished early by a shutdown: just pass bytes on
+            return data
         offset = (time.perf_counter() - self.t0) * 1000.0
         self.wire_size += len(data)
         if self.broken:
