@@ -303,3 +303,19 @@ def test_re_recording_replaces_stale_side_files(tmp_path, fake_provider):
     with recording(path, fake=fake_provider) as s, _client(s) as c:  # now small: no side dir at all
         c.get(f"{OPENAI}/v1/models")
     assert not (tmp_path / "re.yaml.bodies").exists()
+
+
+def test_big_upload_streams_upstream_and_is_spilled(tmp_path, fake_provider):
+    size = 3 * 1024 * 1024
+    blob = bytes(range(256)) * (size // 256)
+    path = tmp_path / "up.yaml"
+    with recording(path, fake=fake_provider, max_body_size=256 * 1024) as s, _client(s) as c:
+        r = c.post(f"{OPENAI}/v1/files", content=blob, headers={"content-type": "application/octet-stream",
+                                                               "x-fake-fail": "status:413"})
+    assert r.status_code == 413
+    assert fake_provider.log[-1].body == blob  # the upstream got every byte
+    it = load(path).interactions[0]
+    assert it.request.body == b""
+    ref = it.extra["request_body"]
+    assert ref["size"] == size and ref["sha256"] == hashlib.sha256(blob).hexdigest()
+    assert (tmp_path / ref["file"]).read_bytes() == blob

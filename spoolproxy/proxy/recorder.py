@@ -4,7 +4,10 @@ Life of a flow (mitmproxy hooks):
 
 * ``requestheaders``: the interaction gets its sequence number, so the cassette lists
   interactions in request-start order even when they complete out of order;
-* ``request``: the request (decoded body) is captured;
+* ``request``: the request (decoded body) is captured; a request body declared larger than
+  ``record_max_body_size`` is streamed upstream instead of buffered and stored like a big
+  response body, named in the interaction's ``spoolproxy.request_body`` extension
+  (``{file|elided, size, sha256}``) with an empty ``body``;
 * ``responseheaders``: a :class:`~.bodysink.BodySink` becomes ``flow.response.stream``, so
   every chunk goes to the client unbuffered as it arrives while its size and arrival offset
   are noted and the body is decoded (gzip/deflate/br/zstd) and kept up to
@@ -78,7 +81,9 @@ class _Capture:
     reason: str = ""
     headers: HeaderDict = field(default_factory=dict)
     sink: BodySink | None = None
+    request_sink: BodySink | None = None
     response_after_ms: float | None = None
+    request_body: dict | None = None  # a big request body stored outside (extension key)
     done: bool = False
 
 
@@ -178,12 +183,43 @@ class Recorder:
     def requestheaders(self, flow) -> None:
         if self._closed:
             return
-        self._pending[flow.id] = _Capture(seq=next(self._seq), started=flow.request.timestamp_start or time.time())
+        cap = _Capture(seq=next(self._seq), started=flow.request.timestamp_start or time.time())
+        self._pending[flow.id] = cap
+        try:
+            declared = int(flow.request.headers.get("content-length", "0"))
+        except ValueError:
+            declared = 0
+        if declared > self.max_body_size and not flow.request.stream:
+            # a big upload: stream it upstream too instead of letting mitmproxy buffer it
+            cap.request_sink = BodySink(
+                encoding=flow.request.headers.get("content-encoding"),
+                limit=self.max_body_size,
+                mode=self.large_bodies,
+                spill_dir=side_dir(self.path) if self.large_bodies == "spill" else None,
+                redactor=self.redactor,
+            )
+            flow.request.stream = cap.request_sink
 
     def request(self, flow) -> None:
         cap = self._pending.get(flow.id)
         if cap is not None:
-            cap.request = request_of(flow.request)
+            cap.request = self._request(cap, flow)
+
+    def _request(self, cap: _Capture, flow) -> Request:
+        req = request_of(flow.request)
+        sink = cap.request_sink
+        if sink is None or not sink.wire_size:
+            return req
+        got = sink.finish(prefix=f"{cap.seq:04d}-request")
+        headers = req.headers
+        if got.decoded and _encoded(headers):
+            headers = header_without(headers, "content-encoding", "content-length")
+        if got.body_ref is None:
+            return req.model_copy(update={"body": got.body, "headers": headers})
+        ref = got.body_ref
+        cap.request_body = {"file": ref.file, "size": ref.size, "sha256": ref.sha256} if ref.file else {
+            "elided": True, "size": ref.size, "sha256": ref.sha256}
+        return req.model_copy(update={"body": b"", "headers": headers})
 
     def responseheaders(self, flow) -> None:
         cap = self._pending.get(flow.id)
@@ -245,7 +281,7 @@ class Recorder:
         if cap is None:
             return
         if cap.request is None:
-            cap.request = request_of(flow.request)
+            cap.request = self._request(cap, flow)
         it = self._interaction(cap, flow, failure)
         loop = asyncio.get_running_loop()
         # shielded: a shutdown cancelling this handler must not drop the queued write
@@ -268,7 +304,9 @@ class Recorder:
             response = Response(status=cap.status, reason=cap.reason, headers=headers, body=body, body_ref=ref, chunks=chunks)
         if failure is not None and failure.message:
             failure = failure.model_copy(update={"message": self.redactor.text(failure.message)})
-        extra = {}
+        extra: dict = {}
+        if cap.request_body is not None:
+            extra["request_body"] = cap.request_body
         if cap.response_after_ms is not None:
             extra["response_after_ms"] = round(cap.response_after_ms, 3)
         return Interaction(
@@ -336,6 +374,11 @@ class Recorder:
             Path(it.response.body_ref.file).name
             for it in cas.interactions
             if it.response is not None and it.response.body_ref is not None and it.response.body_ref.file
+        }
+        keep |= {
+            Path(str(it.extra["request_body"].get("file"))).name
+            for it in cas.interactions
+            if isinstance(it.extra.get("request_body"), dict) and it.extra["request_body"].get("file")
         }
         try:
             for f in d.iterdir():
