@@ -173,3 +173,19 @@ def test_runner_listens_on_loopback_and_runs_calls_on_its_loop(spool_home, tmp_p
         with pytest.raises(ZeroDivisionError):
             s.runner.call(lambda: 1 / 0)
     assert s.cassette.interactions == []
+
+
+def test_addon_exceptions_are_collected_not_printed(spool_home, fake_provider, capfd):
+    import httpx
+
+    class Broken:
+        def request(self, flow):
+            raise RuntimeError("boom in addon")
+
+    with ProxyRunner([Broken()]) as runner:
+        with httpx.Client(proxy=runner.proxy_url) as c:
+            assert c.get(f"{fake_provider.http_url}/echo/x").status_code == 200
+        errors = runner.addon_errors
+    assert errors == ["Addon error: boom in addon"]
+    out, err = capfd.readouterr()
+    assert "boom in addon" not in out + err  # no mitmproxy noise on the terminal

@@ -99,16 +99,16 @@ def command(
         if rec.count == 0:
             rec.abort()  # nothing ran: leave no cassette behind
             raise
-        _finish(rec, path, code, summary, say, proxy.config)
+        _finish(rec, path, code, summary, say, proxy.config, runner)
         raise
     except BaseException:
-        _finish(rec, path, code, summary, say, proxy.config)
+        _finish(rec, path, code, summary, say, proxy.config, runner)
         raise
-    _finish(rec, path, code, summary, say, proxy.config)
+    _finish(rec, path, code, summary, say, proxy.config, runner)
     raise SystemExit(code or 0)
 
 
-def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say, config_path=None) -> None:
+def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say, config_path=None, runner=None) -> None:
     cas = rec.finish(exit_code=code)
     say(f"spoolproxy: wrote {path} ({len(cas)} interaction{'s' if len(cas) != 1 else ''})")
     for line in summary.lines():
@@ -118,6 +118,10 @@ def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, sa
             say(f"  {line}")
     for err in rec.write_errors[:5]:
         click.echo(f"spoolproxy: warning: not recorded: {err}", err=True)
+    errors = runner.addon_errors if runner is not None else []
+    if errors:
+        click.echo(f"spoolproxy: warning: {len(errors)} internal error(s) while proxying, first: {errors[0]} "
+                   "(rerun with --verbose for details)", err=True)
     if len(cas) == 0:
         click.echo(NOTHING_RECORDED, err=True)
 

@@ -40,10 +40,13 @@ class _LogSink(logging.Handler):
     def __init__(self, verbose: bool, maxlen: int = 500) -> None:
         super().__init__(logging.DEBUG if verbose else logging.INFO)
         self.records: deque[logging.LogRecord] = deque(maxlen=maxlen)
+        self.addon_errors: list[str] = []
         self.verbose = verbose
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)
+        if record.levelno >= logging.ERROR and record.name == "mitmproxy.addonmanager" and len(self.addon_errors) < 100:
+            self.addon_errors.append(record.getMessage().splitlines()[0])
         if self.verbose:
             try:
                 print(f"[mitmproxy] {record.getMessage()}", file=sys.stderr)
@@ -118,6 +121,11 @@ class ProxyRunner:
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"
+
+    @property
+    def addon_errors(self) -> list[str]:
+        """First lines of exceptions raised inside addons (spoolproxy's or yours) so far."""
+        return list(self.log.addon_errors)
 
     @property
     def reverse_ports(self) -> dict[str, int]:
