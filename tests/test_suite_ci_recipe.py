@@ -20,6 +20,7 @@ def test_workflow_runs_the_suite_and_uploads_artifacts() -> None:
     steps = wf["jobs"]["spoolproxy-test"]["steps"]
     runs = "\n".join(s.get("run", "") for s in steps)
     assert "spoolproxy test --suite spool" in runs and "--junit spool-report.xml" in runs
+    assert '--markdown "$GITHUB_STEP_SUMMARY"' in runs
     upload = next(s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact"))
     assert upload["if"] == "always()" and "spool/.runs/" in upload["with"]["path"]
 

@@ -83,7 +83,7 @@ def project(tmp_path_factory, model) -> Path:
     (root / "baseline.json").write_text(json.dumps({"version": 1, "cases": {"stock-v1": "passes",
                                                                            "refund-fixed": "passes"}}))
     port = model.server_address[1]
-    run = spoolproxy("test", "--json", "--junit", "report.xml", "--pin", "--baseline", "baseline.json",
+    run = spoolproxy("test", "--json", "--junit", "report.xml", "--markdown", "summary.md", "--pin", "--baseline", "baseline.json",
                      "--update-baseline", "--connect-to", f"model.example:80:127.0.0.1:{port}", cwd=root)
     (root / "run.json").write_text(run.stdout)
     (root / "run.rc").write_text(str(run.returncode))
@@ -169,6 +169,14 @@ def test_junit_report_is_valid(project: Path, results: dict[str, dict]) -> None:
     assert cases["no-program"].find("error") is not None
     assert cases["later"].find("skipped") is not None
     assert list(cases["refund-fixed"].iter("failure")) == []
+
+
+def test_markdown_summary(project: Path) -> None:
+    md = (project / "summary.md").read_text()
+    assert md.startswith("### spoolproxy test: ")
+    assert "| stock-v1 | ❌ still_fails **REGRESSION** | passes | signature came back: html_error_page" in md
+    assert "<details><summary>refund-changed: unreplayable</summary>" in md and "$.messages[5].content" in md
+    assert "| later | ⏸️ skipped (pending) | - | status: pending |" in md
 
 
 def test_pin_saves_the_passing_run_and_it_replays_offline(project: Path, results: dict[str, dict]) -> None:

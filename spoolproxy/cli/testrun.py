@@ -55,12 +55,14 @@ STYLE = {"passes": "green", "still_fails": "red", "fails_differently": "magenta"
                    "any: exit 1 when any case does not pass.")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a JUnit XML report to FILE.")
+@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Append a Markdown summary to FILE (e.g. \"$GITHUB_STEP_SUMMARY\").")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object instead of the table.")
 @click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True,
               help="Seconds a case's command may run.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the details (findings, diffs) of every case.")
 def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repeat, jobs, pin, baseline, update_baseline, fail_on, junit,
-            as_json, timeout_s, verbose) -> None:
+            markdown, as_json, timeout_s, verbose) -> None:
     """Run the regression suite: passes / still_fails / fails_differently / unreplayable."""
     from ..suite.baseline import exit_status, load_baseline, mark_regressions, save_baseline
     from ..suite.junit import write_junit
@@ -79,6 +81,10 @@ def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repea
     code = exit_status(results, regressions, fail_on)
     if junit:
         write_junit(junit, results, suite_dir.resolve().name)
+    if markdown:
+        from ..suite.markdown import append_markdown
+
+        append_markdown(markdown, results)
     if update_baseline:
         save_baseline(baseline_path, results, previous)
     if as_json:
