@@ -93,13 +93,16 @@ async def _call(hook, *args) -> None:
 @dataclass
 class PlayResult:
     """What one artifact run produced: the command's ``exit_code`` (None when it timed out),
-    the ``cassette`` recorded, the playback ``report`` and the command's combined output."""
+    the ``cassette`` recorded, the playback ``report``, the command's combined output and
+    ``proxy_errors``: exceptions raised inside the proxy's addons during the run (the
+    artifact may then be incomplete)."""
 
     exit_code: int | None
     cassette: Cassette
     report: PlaybackReport
     output: str
     timed_out: bool = False
+    proxy_errors: list[str] | None = None
 
 
 class Engine:
@@ -149,6 +152,7 @@ class Engine:
         runner = self._ensure()
         recorder = Recorder(artifact, meta=meta or CassetteMeta(recorder="spoolproxy test", record_mode="none"))
         recorder.open()
+        errors_before = len(runner.addon_errors)
         runner.call(self._attach, session, recorder)
         timed_out = False
         try:
@@ -161,7 +165,7 @@ class Engine:
             raise
         runner.call(self._detach)
         recorded = recorder.finish(code)
-        return PlayResult(code, recorded, session.report(), output, timed_out)
+        return PlayResult(code, recorded, session.report(), output, timed_out, runner.addon_errors[errors_before:])
 
     def _attach(self, session: PlaybackSession, recorder: Recorder) -> None:
         assert self.addon is not None

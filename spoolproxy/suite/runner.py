@@ -125,6 +125,9 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         result.report = played.report.write(runs / f"{stamp}.report.json")
         (runs / f"{stamp}.log").write_text(played.output, encoding="utf-8")
         result.exit_code = played.exit_code
+        if played.proxy_errors:
+            raise SpoolError(f"the proxy hit an internal error during the run ({played.proxy_errors[0]}); "
+                             f"the artifact {artifact} may be incomplete (please report it)")
         if played.timed_out:
             raise SpoolError(f"the command did not finish within {opts.timeout_s:g} s (output: {runs / (stamp + '.log')})")
         from ..detectors import analyze, build_transcript, load_detect_config
