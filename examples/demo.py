@@ -138,12 +138,13 @@ class Demo:
             shutil.rmtree(self.work)
         (self.work / "cassettes").mkdir(parents=True)
         (self.work / "spoolproxy.toml").write_text("# spoolproxy settings of the demo project (none needed)\n")
+        # (spoolproxy.toml marks the project root: case paths are relative to it)
         self.shop, self.model = shop.start(), model_server.start()
         self.step("0. a shop API and a scripted model on 127.0.0.1, reached as shop.example / model.example")
         self.say(f"shop on 127.0.0.1:{self.shop.server_address[1]}, model on 127.0.0.1:{self.model.server_address[1]}; "
                  f"scratch project: {self.work}")
-        shutil.copy(HERE / "agent_v1.py", self.work / "agent.py")
-        print(f"{BOLD}$ cp examples/agent_v1.py agent.py{RESET}   {DIM}# the support agent, with its bugs{RESET}")
+        self.say("the support agent, with its bugs, as the project's agent.py")
+        self.run(["cp", str(HERE / "agent_v1.py"), "agent.py"], shown=["cp", "examples/agent_v1.py", "agent.py"])
 
         self.step("1. record the agent (v1) on four customer questions")
         self.say("the four recordings run side by side (one proxy each); their output is shown in order")
@@ -162,8 +163,8 @@ class Demo:
         self.expect(self.work / "v1.xml", {n: "still_fails" for n in FAILING})
 
         self.step("5. ship the fix (v2) and try it: live model, tools replayed; pin the passing runs")
-        shutil.copy(HERE / "agent_v2.py", self.work / "agent.py")
-        print(f"{BOLD}$ cp examples/agent_v2.py agent.py{RESET}   {DIM}# diff examples/agent_v1.py examples/agent_v2.py{RESET}")
+        self.say("the fix: see `diff examples/agent_v1.py examples/agent_v2.py`")
+        self.run(["cp", str(HERE / "agent_v2.py"), "agent.py"], shown=["cp", "examples/agent_v2.py", "agent.py"])
         self.run(["spoolproxy", "test", "--live", "model.example", *self.routes(shop_too=False), "--pin",
                   "--junit", "v2-live.xml"])
         self.expect(self.work / "v2-live.xml", {n: "passes" for n in FAILING})
