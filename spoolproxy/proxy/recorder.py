@@ -15,7 +15,8 @@ Life of a flow (mitmproxy hooks):
   (redacted on the way) or elided;
 * ``response`` / ``error``: the interaction (with a :class:`Failure` for refused, DNS,
   timeout, TLS or a stream cut mid-way) is redacted and appended to the journal, fsynced,
-  before the client sees the end of the response.
+  before the client sees the end of a chunked or HTTP/2 response (an HTTP/1 Content-Length
+  body is complete for the client with its last byte; its write is queued at once).
 
 On ``done`` (proxy shutdown) interactions still in flight are journalled as cut by the
 shutdown.  :meth:`Recorder.finish` then writes the cassette atomically from the journal
@@ -284,8 +285,11 @@ class Recorder:
             cap.request = self._request(cap, flow)
         it = self._interaction(cap, flow, failure)
         loop = asyncio.get_running_loop()
+        write = loop.run_in_executor(self._executor, self._write, cap.seq, it)
+        if failure is None and _client_already_has_it(flow):
+            return  # waiting would only delay the next request on this connection
         # shielded: a shutdown cancelling this handler must not drop the queued write
-        await asyncio.shield(loop.run_in_executor(self._executor, self._write, cap.seq, it))
+        await asyncio.shield(write)
 
     def _interaction(self, cap: _Capture, flow, failure: Failure | None) -> Interaction:
         response = None
@@ -388,6 +392,17 @@ class Recorder:
                 d.rmdir()
         except OSError as exc:  # pragma: no cover - never fail a finished recording over this
             logger.warning("spoolproxy: could not tidy %s: %s", d, exc)
+
+
+def _client_already_has_it(flow) -> bool:
+    """True when an HTTP/1 client has seen the whole response before the ``response`` hook
+    (a Content-Length body is complete with its last byte).  Chunked and HTTP/2 responses end
+    only after the hook, so there the journal write is awaited first: what such a client saw
+    complete is on disk."""
+    resp = flow.response
+    if resp is None or not flow.request.http_version.startswith("HTTP/1"):
+        return False
+    return "content-length" in resp.headers and "chunked" not in resp.headers.get("transfer-encoding", "").lower()
 
 
 def _encoded(headers: HeaderDict) -> bool:
