@@ -72,10 +72,9 @@ def patched_environ(values: dict[str, str]) -> Iterator[None]:
 
 
 def proxy_environ(runner: ProxyRunner, *, proxy_localhost: bool = True) -> dict[str, str]:
-    """The variables :func:`child_env` sets or changes for ``runner`` (a dict to patch in)."""
-    full = child_env(runner.proxy_url, runner.ca.bundle, base={}, proxy_localhost=proxy_localhost,
+    """The variables :func:`child_env` sets for ``runner`` (proxy, CA bundle, ``NO_PROXY``), to patch in."""
+    return child_env(runner.proxy_url, runner.ca.bundle, base={}, proxy_localhost=proxy_localhost,
                      ca_cert=runner.ca.cert)
-    return full
 
 
 @contextmanager
