@@ -79,6 +79,7 @@ def recording(
     redactor: Redactor | None = None,
     upstream_ca: Path | None = None,
     options: dict | None = None,
+    upstream_proxy: str | None = None,
 ) -> Iterator[Session]:
     """Record through a real in-process proxy into ``path``; finish on exit."""
     rules = list(connect_to or []) + (openai_via(fake) if fake is not None else [])
@@ -95,6 +96,7 @@ def recording(
         connect_to=rules,
         reverse=reverse,
         upstream_ca=upstream_ca if upstream_ca is not None else (fake.ca_pem_path if fake is not None else None),
+        upstream_proxy=upstream_proxy,
     )
     rec.open()
     runner.start()
@@ -110,7 +112,8 @@ def cli_env(home: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["SPOOLPROXY_HOME"] = str(home)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    for name in ("SPOOLPROXY_CONFIG", "NO_PROXY", "no_proxy"):
+    for name in ("SPOOLPROXY_CONFIG", "NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY",
+                 "http_proxy", "ALL_PROXY", "all_proxy"):
         env.pop(name, None)
     env.update(extra)
     return env

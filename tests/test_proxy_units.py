@@ -245,3 +245,13 @@ def test_reverse_env_tells_the_child_where_each_upstream_listens():
     assert env["SPOOLPROXY_REVERSE_TOOLS_EXAMPLE"] == "http://127.0.0.1:4003"
     assert env["OPENAI_BASE_URL"] == "http://127.0.0.1:4001/v1"
     assert "ANTHROPIC_BASE_URL" not in env  # the user's own gateway setting is left alone
+
+
+def test_upstream_proxy_urls():
+    from spoolproxy.proxy.upstream import parse_upstream_proxy
+
+    assert parse_upstream_proxy("http://proxy.corp:3128") == ("http://proxy.corp:3128", None)
+    assert parse_upstream_proxy("http://u%40x:p@proxy.corp") == ("http://proxy.corp:80", "u@x:p")
+    for bad in ("socks5://p:1080", "proxy.corp:3128", "http://p:notaport"):
+        with pytest.raises(UsageError):
+            parse_upstream_proxy(bad)

@@ -287,3 +287,30 @@ def test_ca_command_prints_paths(tmp_path, spool_home):
     assert f"CA bundle:      {spool_home}/ca-bundle.pem" in out.output
     only = CliRunner().invoke(cli, ["ca", "--bundle"], env={"SPOOLPROXY_HOME": str(spool_home)})
     assert only.output.strip() == f"{spool_home}/ca-bundle.pem"
+
+
+def test_upstream_proxy_chains_to_another_proxy(tmp_path, spool_home, fake_provider):
+    """An in-process recorder chained (--upstream-proxy) to a standalone `spoolproxy record`
+    standing in for a corporate proxy: both see the request under its real URL."""
+    import httpx
+
+    from spoolproxy.proxy.ca import ensure_ca
+
+    from .test_proxy_support import recording
+
+    outer_path = tmp_path / "outer.yaml"
+    outer = spawn_cli(["record", "-c", str(outer_path), *_upstream(fake_provider)], spool_home)
+    try:
+        lines = _read_until(outer, "export SSL_CERT_FILE=")
+        corp = next(l for l in lines if l.startswith("export HTTPS_PROXY=")).split("=", 1)[1].strip()
+        inner_path = tmp_path / "inner.yaml"
+        with recording(inner_path, upstream_proxy=corp, upstream_ca=ensure_ca().cert) as s:
+            with httpx.Client(proxy=s.runner.proxy_url, verify=s.client_ssl(), trust_env=False) as c:
+                assert c.get("https://api.openai.com/v1/models").status_code == 200
+        outer.send_signal(signal.SIGINT)
+        outer.communicate(timeout=30)
+    finally:
+        if outer.poll() is None:
+            os.killpg(outer.pid, signal.SIGKILL)
+    assert [i.request.uri for i in s.cassette.interactions] == ["https://api.openai.com/v1/models"]
+    assert [i.request.uri for i in load(outer_path).interactions] == ["https://api.openai.com/v1/models"]

@@ -42,7 +42,7 @@ COMMAND_CONTEXT = {"ignore_unknown_options": True, "allow_interspersed_args": Fa
 
 _PROXY_KEYS = (
     "port", "listen_host", "reverse", "connect_to", "upstream_ca", "insecure_upstream",
-    "proxy_localhost", "no_proxy", "config", "quiet", "verbose", "command_args",
+    "proxy_localhost", "no_proxy", "config", "quiet", "verbose", "command_args", "upstream_proxy",
 )
 
 
@@ -62,6 +62,7 @@ class ProxySettings:
     quiet: bool = False
     verbose: bool = False
     command: tuple[str, ...] = field(default_factory=tuple)
+    upstream_proxy: str | None = None
 
     def make_runner(self, addons: list[object], *, options: Mapping[str, object] | None = None) -> ProxyRunner:
         """A :class:`ProxyRunner` for these settings.  Raises UsageError for malformed
@@ -76,6 +77,7 @@ class ProxySettings:
             insecure_upstream=self.insecure_upstream,
             connect_to=self.connect_to,
             verbose=self.verbose,
+            upstream_proxy=self.upstream_proxy,
         )
 
     def env_for(self, runner: ProxyRunner, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -119,6 +121,7 @@ def proxy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             quiet=picked["quiet"],
             verbose=picked["verbose"],
             command=cmd,
+            upstream_proxy=picked["upstream_proxy"],
         )
         return fn(proxy=settings, **kwargs)
 
@@ -138,6 +141,11 @@ def proxy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "--no-proxy-localhost exempts them.",
         ),
         click.option("--insecure-upstream", is_flag=True, help="Do not verify upstream TLS certificates."),
+        click.option(
+            "--upstream-proxy", metavar="URL",
+            help="Chain to this proxy (http://[user:pass@]host:port), e.g. a corporate proxy; "
+            "an inherited HTTPS_PROXY is not used by spoolproxy itself.",
+        ),
         click.option(
             "--upstream-ca", type=click.Path(dir_okay=False), metavar="PEM",
             help="Also trust this CA for upstream servers (a private or test CA).",

@@ -91,6 +91,9 @@ def command(
     inherited = [f"{n}={os.environ[n]}" for n in NO_PROXY_VARS if os.environ.get(n)]
     if inherited and proxy.command:
         say(f"spoolproxy: not passing {inherited[0]} on, so those hosts get recorded (use --no-proxy to exempt hosts)")
+    outer = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    if outer and not proxy.upstream_proxy:
+        say(f"spoolproxy: connecting upstream directly, not via HTTPS_PROXY={outer} (use --upstream-proxy to chain)")
 
     code: int | None = None
     try:

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import SpoolError
 from .ca import ensure_ca
-from .upstream import ConnectTo, parse_connect_to, parse_reverse_spec, upstream_trust_file
+from .upstream import ConnectTo, parse_connect_to, parse_reverse_spec, parse_upstream_proxy, upstream_trust_file
 
 _ACTIVE = threading.Lock()  # one mitmproxy master per process (mitmproxy.ctx is global)
 
@@ -64,6 +64,8 @@ class ProxyRunner:
     e.g. ``{"connection_strategy": "lazy"}``.  ``upstream_ca``: a PEM file trusted for
     upstream servers in addition to the usual roots.  ``insecure_upstream``: do not verify
     upstream certificates.  ``connect_to``: ``HOST1:PORT1:HOST2:PORT2`` rules.
+    ``upstream_proxy``: ``http(s)://[user:pass@]host:port`` of a proxy the forward proxy
+    chains to (mitmproxy's upstream mode; reverse proxies connect directly).
 
     Raises UsageError (from the constructor) for a malformed ``connect_to``/``reverse``;
     :meth:`start` raises SpoolError when a port is in use or mitmproxy rejects an option.
@@ -81,6 +83,7 @@ class ProxyRunner:
         insecure_upstream: bool = False,
         connect_to: Sequence[str] = (),
         verbose: bool = False,
+        upstream_proxy: str | None = None,
     ) -> None:
         self.addons = list(addons)
         self.listen_host = listen_host
@@ -90,6 +93,7 @@ class ProxyRunner:
         self.upstream_ca = Path(upstream_ca) if upstream_ca else None
         self.insecure_upstream = insecure_upstream
         self.connect_to = ConnectTo([parse_connect_to(s) for s in connect_to])
+        self.upstream_proxy = parse_upstream_proxy(upstream_proxy) if upstream_proxy else None
         self.log = _LogSink(verbose)
         self.master = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -208,6 +212,11 @@ class ProxyRunner:
         if self.upstream_ca is not None:
             opts["ssl_verify_upstream_trusted_ca"] = str(upstream_trust_file(self.upstream_ca, self.ca.confdir.parent))
         modes = ["regular"]
+        if self.upstream_proxy is not None:
+            url, auth = self.upstream_proxy
+            modes = [f"upstream:{url}"]
+            if auth:
+                opts["upstream_auth"] = auth
         for url, fixed in self.reverse:
             port = fixed or _free_port(self.listen_host)
             self._reverse_ports[url] = port
@@ -264,7 +273,7 @@ class ProxyRunner:
                     raise self._listen_error(ps)
                 for inst in ps.servers:
                     port = inst.listen_addrs[0][1] if inst.listen_addrs else None
-                    if inst.mode.type_name == "regular":
+                    if inst.mode.type_name in ("regular", "upstream"):
                         self._port = port
                 try:
                     await m.running()
@@ -286,7 +295,7 @@ class ProxyRunner:
                 continue
             port = inst.mode.listen_port(self.listen_port)
             if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
-                what = "--port" if inst.mode.type_name == "regular" else "reverse proxy port"
+                what = "--port" if inst.mode.type_name in ("regular", "upstream") else "reverse proxy port"
                 return SpoolError(f"port {port} on {self.listen_host} is already in use; choose another {what} or omit it")
             if isinstance(exc, OSError) and exc.errno in (errno.EADDRNOTAVAIL, errno.EACCES):
                 return SpoolError(f"cannot listen on {self.listen_host}:{port}: {exc.strerror}; check --listen-host/--port")

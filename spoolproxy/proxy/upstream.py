@@ -66,6 +66,23 @@ def parse_connect_to(spec: str) -> ConnectRule:
     return ConnectRule(strip(h1) or None, _port(p1, spec), strip(h2) or None, _port(p2, spec))
 
 
+def parse_upstream_proxy(url: str) -> tuple[str, str | None]:
+    """``http(s)://[user:pass@]host:port`` of a proxy to chain to -> (``scheme://host:port``,
+    ``"user:pass"`` or None).  Raises UsageError when malformed."""
+    from urllib.parse import unquote
+
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--upstream-proxy {url!r}: give a proxy URL such as http://proxy.corp:3128")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise UsageError(f"--upstream-proxy {url!r}: invalid port") from None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    auth = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}" if parts.username else None
+    return f"{parts.scheme}://{host}:{port}", auth
+
+
 def parse_reverse_spec(spec: str) -> tuple[str, int | None]:
     """``URL`` or ``URL@PORT`` -> (normalised URL, local port or None for a free one)."""
     url, sep, port = spec.strip().rpartition("@")
@@ -119,7 +136,7 @@ class ConnectTo:
         url = self.reverse_ports.get(req.port)
         if url is None or req.host not in self.LOCAL_NAMES or req.scheme != "http":
             return
-        if getattr(flow.client_conn.proxy_mode, "type_name", "") != "regular":
+        if getattr(flow.client_conn.proxy_mode, "type_name", "") not in ("regular", "upstream"):
             return
         up = urlsplit(url)
         req.scheme = up.scheme
