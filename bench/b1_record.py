@@ -3,7 +3,8 @@
 The same persistent ``httpx.Client`` (HTTP/1.1 keep-alive, HTTPS to a local origin with its
 own test CA) sends, in every run and for every subject in turn: POSTs answered by 1 KB and
 100 KB JSON (per-request latency p50/p99 and sequential requests/s), and GETs of an SSE
-stream of 200 events (time to the first body byte, total time).  Runs interleave subjects so
+stream of 200 events (time to the first body byte, total time; the origin pauses 5 ms after
+the first event, then writes the rest back to back, each event flushed on its own).  Runs interleave subjects so
 load noise hits all of them alike; ratios are per run.
 """
 
@@ -77,7 +78,8 @@ def run(res: Results, ctx: RunContext) -> None:
     res.declare("B1", specs())
     port = ctx.origin()
     url1k, url100k = ctx.origin_url("/json?size=1024"), ctx.origin_url("/json?size=102400")
-    url_sse = ctx.origin_url(f"/sse?events={cfg.b1_sse_events}&gap_ms={cfg.b1_sse_gap_ms}")
+    url_sse = ctx.origin_url(f"/sse?events={cfg.b1_sse_events}&gap_ms={cfg.b1_sse_gap_ms}"
+                             f"&first_gap_ms={cfg.b1_sse_first_gap_ms}")
     clients: dict[str, httpx.Client] = {"direct": ctx.client()}
     notes: dict[str, str] = {}
     cassette = ctx.work / "b1-record.yaml"

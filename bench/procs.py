@@ -159,7 +159,7 @@ class Proc:
         deadline = time.monotonic() + wait
         while True:
             try:
-                pid, status, ru = os.wait4(self.pid, os.WNOHANG)
+                pid, status, _ = os.wait4(self.p.pid, os.WNOHANG)  # our direct child (the wrapper)
             except ChildProcessError:  # already reaped by Popen.poll()
                 self.returncode = self.p.returncode
                 return True

@@ -4,9 +4,11 @@ Run as ``python -m bench.server --cert server.pem --key server.key``; it prints
 ``PORT <n>`` on stdout once listening on 127.0.0.1 and serves until killed:
 
 * ``/json?size=N`` (any method): an OpenAI Chat Completions-shaped JSON body of exactly N bytes.
-* ``/sse?events=N&gap_ms=G``: ``text/event-stream`` (chunked), N OpenAI Chat Completions
-  streaming chunks (``data: {...}`` events) then ``data: [DONE]``, G ms apart (0: each
-  event is written and flushed on its own, back to back).
+* ``/sse?events=N&gap_ms=G&first_gap_ms=F``: ``text/event-stream`` (chunked), N OpenAI Chat
+  Completions streaming chunks (``data: {...}`` events) then ``data: [DONE]``, G ms apart
+  (0: each event is written and flushed on its own, back to back), with F ms after the
+  first event (a pause in which the client is sure to get the first byte: on 2 cores a
+  server busy writing 200 events would otherwise delay the client's wake-up).
 * ``/download?bytes=N``: N bytes of ``application/octet-stream`` with a Content-Length,
   written in 256 KiB pieces.
 
@@ -81,6 +83,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 await writer.drain()
             elif url.path == "/sse":
                 n, gap = int(q.get("events", "200")), float(q.get("gap_ms", "0")) / 1000
+                first_gap = float(q.get("first_gap_ms", "0")) / 1000
                 writer.write(_head("200 OK", [("Content-Type", "text/event-stream"),
                                               ("Cache-Control", "no-cache"),
                                               ("Transfer-Encoding", "chunked")]))
@@ -89,7 +92,8 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                     writer.write(b"%x\r\n%s\r\n" % (len(ev), ev))
                     await writer.drain()
                     if i < n:
-                        await asyncio.sleep(gap)  # 0: just yield, so each event leaves at once
+                        # 0: just yield, so each event leaves at once
+                        await asyncio.sleep(first_gap if i == 0 and first_gap else gap)
                 writer.write(b"0\r\n\r\n")
                 await writer.drain()
             elif url.path == "/download":
