@@ -148,7 +148,8 @@ class Engine:
         Raises SpoolError when the cassette is bad, the proxy cannot start, or the command
         cannot be started (not found / not executable).
         """
-        session = PlaybackSession(PlaybackConfig(cassettes=[str(cassette)], match=match, live=tuple(live)))  # type: ignore[arg-type]
+        shown = os.path.relpath(cassette)  # reports and miss messages name it as the user would
+        session = PlaybackSession(PlaybackConfig(cassettes=[shown], match=match, live=tuple(live)))  # type: ignore[arg-type]
         runner = self._ensure()
         recorder = Recorder(artifact, meta=meta or CassetteMeta(recorder="spoolproxy test", record_mode="none"))
         recorder.open()
