@@ -197,8 +197,14 @@ class VcrLayoutPlayback:
         from .replayer.session import PlaybackConfig, PlaybackSession
         from .suite.inprocess import patched_environ, proxy_environ
 
-        self.runner = ProxyRunner([Playback(PlaybackSession(PlaybackConfig(cassettes=[])))])
-        self.runner.start()
+        from .errors import SpoolError
+
+        runner = ProxyRunner([Playback(PlaybackSession(PlaybackConfig(cassettes=[])))])
+        try:
+            runner.start()
+        except SpoolError as exc:
+            raise pytest.UsageError(f"--spoolproxy: {exc}") from None
+        self.runner = runner
         self._env_cm = patched_environ(proxy_environ(self.runner))
         self._env_cm.__enter__()
 
