@@ -28,7 +28,7 @@ import signal
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import click
 
@@ -260,7 +260,7 @@ def _reverse_note(runner: ProxyRunner) -> str:
     return "; " + ", ".join(f"{u} at http://{runner.connect_host}:{p}" for u, p in ports.items())
 
 
-def relative_cwd(project_root: Path | None = None) -> str:
+def relative_cwd() -> str:
     """The cwd, relative to the project (nearest parent with spoolproxy.toml,
     pyproject.toml or .git) when inside one, else absolute."""
     cwd = Path.cwd()
@@ -269,9 +269,3 @@ def relative_cwd(project_root: Path | None = None) -> str:
             rel = cwd.relative_to(d)
             return "." if str(rel) == "." else str(rel)
     return str(cwd)
-
-
-def check_command_list(cmd: Sequence[str]) -> None:
-    """Raise UsageError when CMD is given but empty-looking."""
-    if cmd and not cmd[0]:
-        raise UsageError("the command after '--' is empty")
