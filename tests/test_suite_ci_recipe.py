@@ -42,3 +42,19 @@ def test_pre_commit_entry_runs_scan_and_catches_a_key(tmp_path: Path) -> None:
     save(cas, dirty)  # save() does not redact: the caller does (here we plant the key on purpose)
     r = subprocess.run([*argv, str(dirty)], capture_output=True, text=True)
     assert r.returncode == 1 and "leaky.yaml: interaction 0" in r.stdout and "x" * 40 not in r.stdout
+
+
+def test_example_suite_is_consistent() -> None:
+    """examples/spool: the demo's pinned suite, runnable from the repository root
+    (`spoolproxy test --suite examples/spool`); every case loads and names real files."""
+    from spoolproxy.suite.files import iter_cases, load_case, project_root
+    from spoolproxy.suite.model import Case
+
+    suite = REPO / "examples" / "spool"
+    assert project_root(suite) == REPO
+    cases = [c for _p, c in iter_cases(suite)]
+    assert len(cases) == 3 and all(isinstance(c, Case) and c.status == "confirmed" for c in cases)
+    for case in cases:
+        assert (REPO / case.cassette).is_file() and (REPO / case.failing_cassette).is_file()
+        assert case.command.argv[:2] == ["python", "examples/agent_v2.py"] and case.signature
+    assert load_case(suite / "refund.yaml").signature_kinds == ["duplicate_side_effect"]
