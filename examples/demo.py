@@ -17,7 +17,8 @@ would type and runs it as a real subprocess, in a scratch project (default ``bui
 
 Usage: ``python examples/demo.py [--workdir DIR] [--write-cassettes]``; exit status 0 when
 every step behaved as described.  ``--write-cassettes`` copies the recorded v1 runs and the
-pinned v2 runs to the repository's ``cassettes/`` folder (how the committed ones were made).
+pinned v2 runs to the repository's ``cassettes/`` folder and the final suite to
+``examples/spool/`` (how the committed ones were made).
 """
 
 from __future__ import annotations
@@ -185,6 +186,13 @@ class Demo:
         for p in sorted((self.work / "cassettes").glob("*.yaml")):
             shutil.copy(p, target / p.name)
         print(f"copied {len(list((self.work / 'cassettes').glob('*.yaml')))} cassettes to {target}")
+        suite = HERE / "spool"  # the final suite, runnable from the repository root
+        suite.mkdir(exist_ok=True)
+        for p in sorted((self.work / "spool").glob("*.yaml")):
+            text = p.read_text().replace("argv: [python, agent.py,", "argv: [python, examples/agent_v2.py,")
+            (suite / p.name).write_text(text)
+        shutil.copy(self.work / "spool" / "baseline.json", suite / "baseline.json")
+        print(f"wrote the example suite to {suite}")
 
 
 def main(argv: list[str] | None = None) -> int:
