@@ -10,6 +10,8 @@ load noise hits all of them alike; ratios are per run.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,7 +22,9 @@ from .report import Results
 from .stats import percentile
 
 SUBJECTS = {"direct": "direct", "mitmdump": "bare mitmdump", "mitmdump_stream": "bare mitmdump, streaming",
-            "spoolproxy": "spoolproxy record"}
+            "spoolproxy": "spoolproxy record",
+            # diagnostic: the same, journal and cassette on tmpfs, where fsync costs nothing
+            "spoolproxy_tmpfs": "spoolproxy record, cassette on tmpfs"}
 REQUEST_BODY = (b'{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are a helpful agent."},'
                 b'{"role":"user","content":"Benchmark request: please answer with a long JSON document."}],'
                 b'"temperature":0}')
@@ -93,7 +97,21 @@ def run(res: Results, ctx: RunContext) -> None:
     except Unavailable as exc:
         for k in ("json1k", "json100k", "sse"):
             res.unavailable(f"B1.{k}.spoolproxy", exc)
+    shm = None
+    if Path("/dev/shm").is_dir():
+        shm = Path(tempfile.mkdtemp(prefix="spoolproxy-bench-", dir="/dev/shm"))
+        try:
+            pending["spoolproxy_tmpfs"] = ctx.spoolproxy(
+                "b1-spoolproxy-tmpfs", "record", "--cassette", str(shm / "b1-record.yaml"),
+                "--upstream-ca", str(ctx.pki.ca_cert), wait=False)
+        except Unavailable as exc:
+            for k in ("json1k", "json100k", "sse"):
+                res.unavailable(f"B1.{k}.spoolproxy_tmpfs", exc)
+    else:
+        for k in ("json1k", "json100k", "sse"):
+            res.unavailable(f"B1.{k}.spoolproxy_tmpfs", "no /dev/shm on this machine")
     sp_proc = None
+    others = []
     for s, (proc, p, ca) in pending.items():
         try:
             ctx.ready(proc)
@@ -104,6 +122,8 @@ def run(res: Results, ctx: RunContext) -> None:
         clients[s] = ctx.client(p, ca)
         if s == "spoolproxy":
             sp_proc = proc
+        else:
+            others.append(proc)
 
     data: dict[str, dict[str, list[float]]] = {s: {} for s in clients}
 
@@ -139,6 +159,10 @@ def run(res: Results, ctx: RunContext) -> None:
     if sp_proc is not None:
         sp_proc.stop(timeout=60)
         notes["spoolproxy"] = _check_cassette(cassette, cfg)
+    for proc in others:
+        proc.stop(timeout=60)
+    if shm is not None:
+        shutil.rmtree(shm, ignore_errors=True)
 
     def per_run(a: list[float], b: list[float], op) -> list[float]:
         return [op(x, y) for x, y in zip(a, b)]
