@@ -122,6 +122,7 @@ def test_unreplayable_shows_the_near_miss_diff(results: dict[str, dict]) -> None
     assert "not in the cassette, first: POST http://model.example/v1/chat/completions" in r["explanation"]
     details = "\n".join(r["details"])
     assert "$.messages[5].content" in details and "RF-5002" in details and "timed out (HTTP 504)" in details
+    assert "spoolproxy test --case refund-changed --live model.example --pin" in details
 
 
 def test_error_outcomes_are_one_line(results: dict[str, dict]) -> None:

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from ..detectors.models import SEVERITY_RANK, Finding, Report, Transcript
 from ..replayer.report import PlaybackReport
@@ -97,6 +98,10 @@ def unreplayable_reason(case: Case, playback: PlaybackReport) -> tuple[str, list
     lines: list[str] = []
     for r in bad:
         lines += r.render()
+    host = urlsplit(first.uri).hostname
+    if host:
+        lines.append(f"hint: if the agent changed on purpose, try it with this host live and pin the run: "
+                     f"spoolproxy test --case {case.name} --live {host} --pin")
     return f"{len(bad)} {what} not in the cassette, first: {first.method} {first.uri}{near}", lines
 
 
