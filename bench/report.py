@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,6 +115,32 @@ def _spread(s: Summary | None) -> str:
     return f"{_fmt(s.p10)}–{_fmt(s.p90)}"
 
 
+_PLACEHOLDER = re.compile(r"\{\{([A-Za-z0-9_.]+)(?::(ratio|spread|status|value))?\}\}")
+
+
+def render_notes(text: str, results: Results) -> str:
+    """Fill ``{{row.id}}`` (median with unit), ``{{row.id:ratio}}`` (median ratio ×),
+    ``{{row.id:spread}}`` (p10–p90) and ``{{row.id:status}}`` from this run's rows, so the
+    hand-written notes always quote the numbers of the run they are printed with."""
+
+    def sub(m: re.Match) -> str:
+        row = results.rows.get(m.group(1))
+        kind = m.group(2) or "value"
+        if row is None:
+            return m.group(0)
+        if kind == "status":
+            return row.status or "-"
+        if kind == "ratio":
+            return f"{_fmt(row.ratio.median)}×" if row.ratio else "n/a"
+        if row.value is None:
+            return "n/a"
+        if kind == "spread":
+            return _spread(row.value)
+        return f"{_fmt(row.value.median)} {row.unit}"
+
+    return _PLACEHOLDER.sub(sub, text)
+
+
 def write(results: Results, out_dir: Path, header: dict, *, stem: str = "results",
           notes: str = "") -> tuple[Path, Path]:
     """Write ``<stem>.json`` and ``<stem>.md`` into ``out_dir``; returns both paths."""
@@ -165,6 +192,6 @@ def write(results: Results, out_dir: Path, header: dict, *, stem: str = "results
                 md.append(f"- `{r.id}`: {r.note}")
         md.append("")
     if notes:
-        md += [notes.rstrip(), ""]
+        md += [render_notes(notes, results).rstrip(), ""]
     mpath.write_text("\n".join(md))
     return jpath, mpath
