@@ -15,6 +15,20 @@ CORPUS = SHARED / "corpus" / "cassettes"
 CASES = SHARED / "cases"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_spoolproxy_home(tmp_path_factory):
+    """Every test session gets its own SPOOLPROXY_HOME, so the CA and its key are created
+    in a temporary directory, never in the user's home (tests may still set their own)."""
+    if os.environ.get("SPOOLPROXY_HOME"):
+        yield
+        return
+    os.environ["SPOOLPROXY_HOME"] = str(tmp_path_factory.mktemp("spoolproxy-home"))
+    try:
+        yield
+    finally:
+        os.environ.pop("SPOOLPROXY_HOME", None)
+
+
 @pytest.fixture(scope="session")
 def corpus_dir() -> Path:
     """../shared/corpus/cassettes, or skip."""

@@ -63,24 +63,24 @@ def render_json(value: Any, style: str | None) -> bytes:
     return (dump(value) + ("\n" if nl else "")).encode("utf-8")
 
 
-def _brotli(data: bytes) -> bytes:
-    import brotli  # mitmproxy depends on it
+def _via_mitmproxy(encoding: str) -> Callable[[bytes], bytes]:
+    """mitmproxy's decoder for ``encoding`` (it ships brotli and zstd support)."""
 
-    return brotli.decompress(data)
+    def decode(data: bytes) -> bytes:
+        from mitmproxy.net import encoding as mitm_encoding
 
+        out = mitm_encoding.decode(data, encoding)
+        return out if isinstance(out, bytes) else out.encode("utf-8")
 
-def _zstd(data: bytes) -> bytes:
-    import zstandard  # mitmproxy depends on it
-
-    return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    return decode
 
 
 _DECODERS: dict[str, Callable[[bytes], bytes]] = {
     "gzip": gzip.decompress,
     "x-gzip": gzip.decompress,
     "deflate": lambda d: zlib.decompress(d) if d[:1] == b"\x78" else zlib.decompress(d, -15),
-    "br": _brotli,
-    "zstd": _zstd,
+    "br": _via_mitmproxy("br"),
+    "zstd": _via_mitmproxy("zstd"),
 }
 
 

@@ -1,7 +1,10 @@
 """The append-only recording journal: each completed interaction reaches disk at once.
 
 While recording, ``<dir>/.<cassette name>.spooljournal`` gets one JSON line per completed
-interaction (already redacted), flushed and fsynced; its first line holds the run metadata.
+interaction (already redacted), written to the kernel at once (so a SIGKILL of the proxy
+loses nothing that completed) and fsynced by a background thread that batches the syncs
+(so a power loss loses at most the last few milliseconds) without holding up the traffic;
+its first line holds the run metadata.
 On a clean exit the cassette is written atomically and the journal removed.  After a crash
 (SIGKILL, power loss) :func:`recover` turns the journal into the cassette: at most the
 interaction that was in flight is lost.  A torn last line is ignored.
@@ -49,8 +52,8 @@ def _dec(v: Any) -> Any:
 
 
 class Journal:
-    """Thread-safe append-only journal.  ``append(seq, interaction)`` redacts, writes one
-    line and fsyncs; ``seq`` is the request-start sequence number used to order the
+    """Thread-safe append-only journal.  ``append(seq, interaction)`` redacts and writes one
+    line (flushed; fsynced in the background); ``seq`` is the request-start sequence number used to order the
     cassette.  Raises CassetteError when the file cannot be created."""
 
     def __init__(self, cassette_path: str | Path, meta: CassetteMeta, redactor: Redactor) -> None:
@@ -63,13 +66,30 @@ class Journal:
         except OSError as exc:
             raise CassetteError(self.path, f"cannot create the recording journal: {exc.strerror}") from None
         self._fh = os.fdopen(fd, "w", encoding="utf-8")
+        self._dirty = threading.Event()
+        self._syncer = threading.Thread(target=self._sync_loop, name="spoolproxy-fsync", daemon=True)
         head = to_document(Cassette(meta=meta))["spoolproxy"]
         self._write({"meta": head})
+        self._syncer.start()
 
     def _write(self, obj: dict) -> None:
         self._fh.write(json.dumps(_enc(obj), ensure_ascii=False) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        self._fh.flush()  # in the kernel now: survives a SIGKILL of this process
+        self._dirty.set()
+
+    def _sync_loop(self) -> None:
+        """Group commit: one fsync for every batch of lines written since the last one."""
+        while True:
+            self._dirty.wait()
+            self._dirty.clear()
+            with self._lock:
+                if self._fh.closed:
+                    return
+                fd = self._fh.fileno()
+            try:
+                os.fsync(fd)
+            except OSError:
+                return
 
     def append(self, seq: int, it: Interaction) -> None:
         doc = to_document(Cassette(interactions=[self._redactor.interaction(it)]))["interactions"][0]
@@ -80,7 +100,10 @@ class Journal:
     def close(self, *, remove: bool) -> None:
         with self._lock:
             if not self._fh.closed:
+                if not remove:
+                    os.fsync(self._fh.fileno())
                 self._fh.close()
+        self._dirty.set()  # wake the syncer so it sees the closed file and exits
         if remove:
             try:
                 self.path.unlink()
