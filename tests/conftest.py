@@ -17,16 +17,17 @@ CASES = SHARED / "cases"
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_spoolproxy_home(tmp_path_factory):
-    """Every test session gets its own SPOOLPROXY_HOME, so the CA and its key are created
-    in a temporary directory, never in the user's home (tests may still set their own)."""
-    if os.environ.get("SPOOLPROXY_HOME"):
-        yield
-        return
-    os.environ["SPOOLPROXY_HOME"] = str(tmp_path_factory.mktemp("spoolproxy-home"))
+    """Every test session gets its own SPOOLPROXY_HOME and SPOOLPROXY_CACHE, so the CA, its
+    key and the parsed-cassette cache live in temporary directories, never in the user's
+    home (tests may still set their own)."""
+    set_here = [k for k in ("SPOOLPROXY_HOME", "SPOOLPROXY_CACHE") if not os.environ.get(k)]
+    for key in set_here:
+        os.environ[key] = str(tmp_path_factory.mktemp(key.lower()))
     try:
         yield
     finally:
-        os.environ.pop("SPOOLPROXY_HOME", None)
+        for key in set_here:
+            os.environ.pop(key, None)
 
 
 @pytest.fixture(scope="session")

@@ -190,3 +190,26 @@ def test_corrupt_cassettes_raise_one_line_errors(tmp_path, content, needle):
         load(p)
     msg = str(exc.value)
     assert needle in msg and str(p) in msg and "\n" not in msg
+
+
+def test_parsed_document_cache_gives_the_same_cassette(tmp_path, monkeypatch):
+    from spoolproxy.cassettes import cache
+
+    monkeypatch.setenv("SPOOLPROXY_CACHE", str(tmp_path / "cache"))
+    big = _sse_interaction()
+    cas = Cassette(interactions=[big.model_copy(update={"duration_ms": float(i)}) for i in range(1500)])
+    cas.interactions[0] = cas.interactions[0].model_copy(
+        update={"response": big.response.model_copy(update={"body": b"\xff\x00 binary", "chunks": None})}
+    )
+    path = save(cas, tmp_path / "big.yaml")
+    assert path.stat().st_size >= cache.MIN_SIZE
+    cold = load(path)
+    entries = list((tmp_path / "cache").glob("*.json"))
+    assert len(entries) == 1
+    warm = load(path)
+    assert warm.model_dump() == cold.model_dump()
+    assert warm.interactions[0].response.body == b"\xff\x00 binary"
+    entries[0].write_text("{ torn")  # a damaged entry is ignored, never an error
+    assert load(path).model_dump() == cold.model_dump()
+    monkeypatch.setenv("SPOOLPROXY_CACHE", "off")
+    assert cache.cache_dir() is None and len(load(path)) == 1500

@@ -18,6 +18,7 @@ from typing import Iterable, Iterator
 import yaml
 
 from ..errors import CassetteError
+from . import cache
 from .format import FlowList, FormatError, from_document, to_document
 from .model import Cassette, Response
 
@@ -59,8 +60,17 @@ CassetteDumper.add_representer(
 def parse_text(text: str | bytes, path: str | Path = "<cassette>") -> Cassette:
     """Parse cassette text (YAML, or JSON for ``*.json``) into a Cassette.
 
+    Bytes of a large file are looked up in the parsed-document cache (:mod:`.cache`) first.
+
     Raises CassetteError with the file and, for YAML syntax errors, the line number.
     """
+    raw = text if isinstance(text, bytes) else None
+    doc = cache.get(raw) if raw is not None else cache._MISSING
+    if doc is not cache._MISSING:
+        try:
+            return from_document(doc)
+        except FormatError as exc:
+            raise CassetteError(path, str(exc)) from None
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -83,6 +93,8 @@ def parse_text(text: str | bytes, path: str | Path = "<cassette>") -> Cassette:
         cas = from_document(doc)
     except FormatError as exc:
         raise CassetteError(path, str(exc)) from None
+    if raw is not None:
+        cache.put(raw, doc)  # only documents that made a valid cassette
     return cas
 
 
