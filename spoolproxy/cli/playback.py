@@ -82,6 +82,16 @@ def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignor
       spoolproxy playback -c run.yaml --live 'api.openai.com' -- python agent.py
       spoolproxy playback -c cassettes/          # standalone: prints export lines
     """
+    serve(proxy, cassettes, match, strict, allow_repeats, ignore_json_path, normalize, match_header, realtime,
+          record_mode, live, report_path, skip_bad)
+
+
+def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_repeats=None, ignore_json_path=(),
+          normalize=(), match_header=(), realtime=None, record_mode=None, live=(), report_path=None,
+          skip_bad=False) -> None:
+    """Run playback with these settings (the body of ``spoolproxy playback``; ``record
+    --record-mode once|new_episodes|none`` calls it too).  Exits through SystemExit with
+    CMD's status, or STRICT_EXIT under ``strict``."""
     from ..cassettes.redact import Redactor
     from ..replayer.fingerprint import MatchOptions
     from ..replayer.session import PlaybackConfig, PlaybackSession

@@ -6,7 +6,7 @@ the cassette, print a summary and exit with CMD's exit status.  Without CMD: pri
 
 The cassette defaults to ``cassettes/<UTC time>.yaml`` under the current directory.  Its
 path is checked for writability before CMD starts.  Every completed interaction is
-journalled (redacted, fsynced) at once; after a crash the journal becomes the cassette on
+journalled (redacted, flushed) at once; after a crash the journal becomes the cassette on
 the next ``record`` of the same path (into ``<stem>.recovered-<time>.yaml``) or with
 ``spoolproxy recover``.
 """
@@ -50,6 +50,12 @@ def default_cassette_path(now: datetime | None = None) -> Path:
 )
 @click.option("--redact-header", multiple=True, metavar="NAME", help="Also redact this header (repeatable).")
 @click.option("--redact-pattern", multiple=True, metavar="REGEX", help="Also redact matches of this regex; group 1 if any (repeatable).")
+@click.option(
+    "--record-mode", type=click.Choice(["all", "once", "new_episodes", "none"]), default="all", show_default=True,
+    help="vcrpy record modes: all records everything afresh; once records only when the cassette does not exist "
+    "yet, else replays it; new_episodes replays what matches and records the rest; none only replays "
+    "(the same as 'spoolproxy playback').",
+)
 def command(
     proxy: ProxySettings,
     cassette: str | None,
@@ -57,6 +63,7 @@ def command(
     large_bodies: str,
     redact_header: tuple[str, ...],
     redact_pattern: tuple[str, ...],
+    record_mode: str,
 ) -> None:
     """Record CMD's HTTP(S) traffic into a cassette (YAML, vcrpy layout).
 
@@ -67,6 +74,13 @@ def command(
       spoolproxy record --reverse https://api.openai.com -- node agent.js
     """
     path = Path(cassette) if cassette else default_cassette_path()
+    if record_mode != "all":
+        if not cassette:
+            raise SpoolError(f"--record-mode {record_mode} replays an existing cassette: give --cassette PATH")
+        from .playback import serve
+
+        serve(proxy, cassettes=(str(path),), record_mode=record_mode)
+        return
     check_writable(path)
     limit = parse_size(max_body_size)
     redactor = Redactor.from_config(config.section("redact", proxy.config), headers=redact_header, patterns=redact_pattern)

@@ -14,8 +14,8 @@ Life of a flow (mitmproxy hooks):
   ``record_max_body_size`` bytes, beyond which it is spilled to ``<cassette>.bodies/``
   (redacted on the way) or elided;
 * ``response`` / ``error``: the interaction (with a :class:`Failure` for refused, DNS,
-  timeout, TLS or a stream cut mid-way) is redacted and appended to the journal, fsynced,
-  before the client sees the end of a chunked or HTTP/2 response (an HTTP/1 Content-Length
+  timeout, TLS or a stream cut mid-way) is redacted and appended to the journal (flushed; fsynced in
+  the background) before the client sees the end of a chunked or HTTP/2 response (an HTTP/1 Content-Length
   body is complete for the client with its last byte; its write is queued at once).
 
 On ``done`` (proxy shutdown) interactions still in flight are journalled as cut by the
