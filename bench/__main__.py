@@ -57,6 +57,21 @@ def merge(res: report.Results, rows: list[dict]) -> None:
         row.ratio = Summary(**d["ratio"]) if d["ratio"] else None
 
 
+def render(out: Path, *, quick: bool) -> int:
+    """Rewrite ``results.md`` from ``results.json`` in ``out`` with the current notes."""
+    stem = "results-quick" if quick else "results"
+    doc = json.loads((out / f"{stem}.json").read_text())
+    res = report.Results()
+    for sec, rows in all_specs().items():
+        res.declare(sec, rows)
+    merge(res, doc["rows"])
+    notes_file = HERE / "analysis.md"
+    notes = notes_file.read_text() if notes_file.exists() and not quick else ""
+    _, mpath = report.write(res, out, doc["header"], stem=stem, notes=notes)
+    print(f"bench: rewrote {mpath}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="tiny sizes, few repeats (smoke run, ~30 s)")
@@ -64,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="directory for the results files (default: bench/, or bench/out/ with --quick)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, cassettes)")
+    ap.add_argument("--render", action="store_true",
+                    help="measure nothing: rewrite results.md from results.json (e.g. after editing analysis.md)")
     args = ap.parse_args(argv)
+    if args.render:
+        return render(args.out or (HERE / "out" if args.quick else HERE), quick=args.quick)
     cfg = QUICK if args.quick else FULL
     out = args.out or (HERE / "out" if args.quick else HERE)
     only = {s.strip().upper() for s in args.only.split(",") if s.strip()}

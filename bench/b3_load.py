@@ -4,6 +4,9 @@ Texts are read into memory first, so disk I/O is excluded for everyone.  Loaders
 ``spoolproxy.cassettes.storage.parse_text`` (YAML -> typed Cassette, bodies decoded),
 ``vcr.serialize.deserialize(text, yamlserializer)`` (YAML -> vcrpy Request/response dicts)
 and ``yaml.load(text, Loader=yaml.CSafeLoader)`` (YAML -> plain Python objects, the floor).
+spoolproxy keeps parsed documents of large files in a cache keyed by content hash
+(``spoolproxy.cassettes.cache``); the "first load" rows pass text (the YAML path), the
+"warm" rows pass bytes of a file loaded once before (the cache path).
 vcrpy cannot read pydantic-ai's ``parsed_body`` cassettes, so vcrpy is compared on the
 corpus files it reads.
 """
@@ -34,9 +37,11 @@ def specs() -> list[tuple[str, str, str, str]]:
     for key, what in (("corpus", "whole corpus"), ("corpus_vcr", "corpus files vcrpy reads"),
                       ("synth", "synthetic cassette, plain vcrpy layout"),
                       ("synth_v1", "synthetic cassette, spoolproxy format v1")):
-        subjects = [("raw", "yaml.load CSafeLoader"), ("spoolproxy", "spoolproxy loader")]
+        subjects = [("raw", "yaml.load CSafeLoader"), ("spoolproxy", "spoolproxy loader (YAML: first load)")]
         if key in ("corpus_vcr", "synth"):
             subjects.insert(1, ("vcrpy", "vcrpy loader"))
+        if key in ("synth", "synth_v1"):
+            subjects.append(("spoolproxy_warm", "spoolproxy loader, parsed-document cache warm (later loads)"))
         rows += [(f"B3.{key}.{s}", label, what, "ms") for s, label in subjects]
     return rows
 
@@ -51,7 +56,20 @@ def _loaders():
         "raw": lambda p, t: yaml.load(t, Loader=yaml.CSafeLoader),
         "vcrpy": lambda p, t: deserialize(t, yamlserializer),
         "spoolproxy": lambda p, t: parse_text(t, p),
+        # bytes, as storage.load passes them: large files hit the parsed-document cache
+        "spoolproxy_warm": lambda p, t: parse_text(_as_bytes(t), p),
     }
+
+
+_BYTES: dict[int, tuple[str, bytes]] = {}
+
+
+def _as_bytes(t: str) -> bytes:
+    """``t`` encoded once (the warm rows time the load, not the encoding)."""
+    hit = _BYTES.get(id(t))
+    if hit is None or hit[0] is not t:
+        hit = _BYTES[id(t)] = (t, t.encode("utf-8"))
+    return hit[1]
 
 
 def _time_all(fn, texts: list[tuple[Path, str]]) -> float:
@@ -113,12 +131,14 @@ def run(res: Results, ctx: RunContext) -> None:
     cas = synth.mixed_cassette(cfg.b3_synth_n)
     n = cfg.b3_synth_n
     plain = dumps(cas, plain=True)
-    _measure(res, "synth", [(Path("synth.yaml"), plain)], ["raw", "vcrpy", "spoolproxy"], cfg.b3_runs,
+    loaders["spoolproxy_warm"](Path("synth.yaml"), plain)  # fills the cache (a first load)
+    _measure(res, "synth", [(Path("synth.yaml"), plain)], ["raw", "vcrpy", "spoolproxy", "spoolproxy_warm"], cfg.b3_runs,
              f"synthetic {n:,} interactions, plain vcrpy layout, {len(plain) / 1e6:.1f} MB")
     del plain
     # format v1 has ~2x the YAML nodes of the plain layout (JSON bodies as structures) and
     # PyYAML constructs each in Python, so a fifth of the size keeps the run short
     n1 = max(1, n // 5)
     v1 = dumps(cas.model_copy(update={"interactions": cas.interactions[:n1]}))
-    _measure(res, "synth_v1", [(Path("synth.yaml"), v1)], ["raw", "spoolproxy"], cfg.b3_runs,
+    loaders["spoolproxy_warm"](Path("synth.yaml"), v1)
+    _measure(res, "synth_v1", [(Path("synth.yaml"), v1)], ["raw", "spoolproxy", "spoolproxy_warm"], cfg.b3_runs,
              f"synthetic {n1:,} interactions, spoolproxy format v1, {len(v1) / 1e6:.1f} MB")

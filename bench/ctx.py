@@ -41,6 +41,8 @@ class RunContext:
         self.work = Path(tempfile.mkdtemp(prefix="spoolproxy-bench-"))
         self.logs = self.work / "logs"
         self.home = self.work / "spoolproxy-home"  # SPOOLPROXY_HOME: a private CA per run
+        # a private, initially empty parsed-cassette cache (this process and its children)
+        os.environ["SPOOLPROXY_CACHE"] = str(self.work / "doc-cache")
         self.pki: Pki = make_pki(self.work / "pki")
         self._origin: Proc | None = None
         self.origin_port: int | None = None

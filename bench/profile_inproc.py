@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
                        "2,000-interaction cassette in format v1", "load-v1"))
     elif what == "playback-load":
         import gc
+        import os
+
+        os.environ["SPOOLPROXY_CACHE"] = "off"  # the YAML path (a first start)
         import tracemalloc
 
         from spoolproxy.cassettes import load, save
