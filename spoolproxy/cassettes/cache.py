@@ -10,12 +10,13 @@ the cache is never stale.  Content is exactly what the cassette holds (already r
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
+
+from .jsonsafe import from_jsonable, to_jsonable
 
 MIN_SIZE = 256 * 1024
 _MISSING = object()
@@ -32,26 +33,6 @@ def cache_dir() -> Path | None:
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "spoolproxy" / "docs"
 
 
-def _enc(v: Any) -> Any:
-    if isinstance(v, bytes):
-        return {"$b64": base64.b64encode(v).decode()}
-    if isinstance(v, dict):
-        return {k: _enc(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_enc(x) for x in v]
-    if v is None or isinstance(v, (str, int, float, bool)):
-        return v
-    raise TypeError(type(v).__name__)  # dates etc.: not cached
-
-
-def _dec(v: Any) -> Any:
-    if isinstance(v, dict):
-        if len(v) == 1 and "$b64" in v:
-            return base64.b64decode(v["$b64"])
-        return {k: _dec(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_dec(x) for x in v]
-    return v
 
 
 def _entry(data: bytes) -> Path | None:
@@ -67,7 +48,7 @@ def get(data: bytes) -> Any:
     if entry is None:
         return _MISSING
     try:
-        return _dec(json.loads(entry.read_bytes()))
+        return from_jsonable(json.loads(entry.read_bytes()))
     except (OSError, ValueError):
         return _MISSING
 
@@ -78,7 +59,7 @@ def put(data: bytes, doc: Any) -> None:
     if entry is None:
         return
     try:
-        text = json.dumps(_enc(doc), ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(to_jsonable(doc), ensure_ascii=False, separators=(",", ":"))
         entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = entry.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text, encoding="utf-8")

@@ -12,15 +12,13 @@ interaction that was in flight is lost.  A torn last line is ignored.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
-
 from ..errors import CassetteError
 from .format import from_document, to_document
+from .jsonsafe import from_jsonable, to_jsonable
 from .model import Cassette, CassetteMeta, Interaction
 from .redact import Redactor
 
@@ -31,24 +29,6 @@ def journal_path(cassette_path: str | Path) -> Path:
     return p.with_name(f".{p.name}.spooljournal")
 
 
-def _enc(v: Any) -> Any:
-    if isinstance(v, bytes):
-        return {"$b64": base64.b64encode(v).decode()}
-    if isinstance(v, dict):
-        return {k: _enc(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_enc(x) for x in v]
-    return v
-
-
-def _dec(v: Any) -> Any:
-    if isinstance(v, dict):
-        if len(v) == 1 and "$b64" in v:
-            return base64.b64decode(v["$b64"])
-        return {k: _dec(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_dec(x) for x in v]
-    return v
 
 
 class Journal:
@@ -73,7 +53,7 @@ class Journal:
         self._syncer.start()
 
     def _write(self, obj: dict) -> None:
-        self._fh.write(json.dumps(_enc(obj), ensure_ascii=False) + "\n")
+        self._fh.write(json.dumps(to_jsonable(obj), ensure_ascii=False) + "\n")
         self._fh.flush()  # in the kernel now: survives a SIGKILL of this process
         self._dirty.set()
 
@@ -125,7 +105,7 @@ def read_journal(path: str | Path) -> Cassette:
     entries: list[tuple[int, dict]] = []
     for n, line in enumerate(lines):
         try:
-            obj = _dec(json.loads(line))
+            obj = from_jsonable(json.loads(line))
         except ValueError:
             continue  # torn write of the in-flight interaction
         if "meta" in obj:
