@@ -188,16 +188,16 @@ def _body_fields(body: bytes, *, plain: bool) -> dict[str, Any]:
         return {"body": body}
 
 
-def _request_doc(req: Request, *, plain: bool) -> dict[str, Any]:
+def _request_doc(req: Request, *, plain: bool, json_bodies: bool = True) -> dict[str, Any]:
     d: dict[str, Any] = {"method": req.method, "uri": req.uri, "headers": req.headers}
     if plain or req.body:
-        d.update(_body_fields(req.body, plain=plain))
+        d.update(_body_fields(req.body, plain=plain or not json_bodies))
     else:
         d["body"] = None
     return d
 
 
-def _response_doc(resp: Response, *, plain: bool) -> dict[str, Any]:
+def _response_doc(resp: Response, *, plain: bool, json_bodies: bool = True) -> dict[str, Any]:
     d: dict[str, Any] = {"status": {"code": resp.status, "message": resp.reason}, "headers": resp.headers}
     if resp.body_ref is not None:
         ref = resp.body_ref
@@ -208,16 +208,18 @@ def _response_doc(resp: Response, *, plain: bool) -> dict[str, Any]:
         else:
             d["body"] = {"elided": True, "size": ref.size, "sha256": ref.sha256}
         return d
-    fields = _body_fields(resp.body, plain=plain)
+    fields = _body_fields(resp.body, plain=plain or not json_bodies)
     if "body" in fields:
         fields["body"] = {"string": fields["body"]}
     d.update(fields)
     return d
 
 
-def to_document(cas: Cassette, *, plain: bool = False) -> dict[str, Any]:
+def to_document(cas: Cassette, *, plain: bool = False, json_bodies: bool = True) -> dict[str, Any]:
     """The YAML document for ``cas``.  ``plain=True`` writes vcrpy's plain layout: string
     bodies, no ``parsed_body``, no extensions, and interactions without a response left out.
+    ``json_bodies=False`` keeps the extensions but writes every body as a string (cheaper:
+    the journal uses it, the final cassette gets the YAML structures).
     Bodies must already be redacted (see :mod:`.redact`)."""
     doc: dict[str, Any] = {"version": FORMAT_VERSION}
     if not plain:
@@ -233,9 +235,9 @@ def to_document(cas: Cassette, *, plain: bool = False) -> dict[str, Any]:
     for it in cas.interactions:
         if plain and it.response is None:
             continue
-        item: dict[str, Any] = {"request": _request_doc(it.request, plain=plain)}
+        item: dict[str, Any] = {"request": _request_doc(it.request, plain=plain, json_bodies=json_bodies)}
         if it.response is not None:
-            item["response"] = _response_doc(it.response, plain=plain)
+            item["response"] = _response_doc(it.response, plain=plain, json_bodies=json_bodies)
         if not plain:
             ext: dict[str, Any] = {}
             if it.started_at is not None:

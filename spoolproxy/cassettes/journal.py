@@ -72,7 +72,8 @@ class Journal:
                 return
 
     def append(self, seq: int, it: Interaction) -> None:
-        doc = to_document(Cassette(interactions=[self._redactor.interaction(it)]))["interactions"][0]
+        cas = Cassette(interactions=[self._redactor.interaction(it)])
+        doc = to_document(cas, json_bodies=False)["interactions"][0]
         with self._lock:
             if not self._fh.closed:
                 self._write({"seq": seq, "interaction": doc})

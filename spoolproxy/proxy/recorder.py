@@ -38,7 +38,7 @@ from typing import Callable
 
 from ..cassettes.bodies import decode_body
 from ..cassettes.journal import Journal, journal_path, read_journal
-from ..cassettes.model import Cassette, CassetteMeta, Failure, HeaderDict, Interaction, Request, Response, header_without
+from ..cassettes.model import Cassette, CassetteMeta, Chunk, Failure, HeaderDict, Interaction, Request, Response, header_without
 from ..cassettes.redact import Redactor
 from ..cassettes.storage import save, side_dir
 from .bodysink import DEFAULT_LIMIT, BodySink
@@ -84,6 +84,7 @@ class _Capture:
     sink: BodySink | None = None
     request_sink: BodySink | None = None
     response_after_ms: float | None = None
+    headers_at: float = 0.0  # time.perf_counter() when the response headers arrived
     request_body: dict | None = None  # a big request body stored outside (extension key)
     done: bool = False
 
@@ -231,8 +232,11 @@ class Recorder:
         cap.status, cap.reason = resp.status_code, resp.reason or ""
         cap.headers = headers_of(resp)
         cap.response_after_ms = (time.time() - cap.started) * 1000.0
+        cap.headers_at = t0
         if resp.status_code == 101 or flow.websocket is not None:
             return  # protocol switch: mitmproxy handles it; only the handshake is recorded
+        if _small_whole_body(resp, self.max_body_size):
+            return  # mitmproxy's buffered path is cheaper; the body is read in ``response``
         cap.sink = BodySink(
             encoding=resp.headers.get("content-encoding"),
             limit=self.max_body_size,
@@ -286,7 +290,7 @@ class Recorder:
         it = self._interaction(cap, flow, failure)
         loop = asyncio.get_running_loop()
         write = loop.run_in_executor(self._executor, self._write, cap.seq, it)
-        if failure is None and _client_already_has_it(flow):
+        if failure is None and (cap.sink is None or _client_already_has_it(flow)):
             return  # waiting would only delay the next request on this connection
         # shielded: a shutdown cancelling this handler must not drop the queued write
         await asyncio.shield(write)
@@ -305,6 +309,8 @@ class Recorder:
                         headers = header_without(headers, "content-length")
             elif flow is not None and flow.response is not None and flow.response.raw_content:
                 headers, body = decode_body(headers, flow.response.raw_content)
+                if cap.headers_at:  # buffered whole (see _small_whole_body): one chunk, when it completed
+                    chunks = [Chunk(offset_ms=(time.perf_counter() - cap.headers_at) * 1000.0, size=len(body))]
             response = Response(status=cap.status, reason=cap.reason, headers=headers, body=body, body_ref=ref, chunks=chunks)
         if failure is not None and failure.message:
             failure = failure.model_copy(update={"message": self.redactor.text(failure.message)})
@@ -392,6 +398,29 @@ class Recorder:
                 d.rmdir()
         except OSError as exc:  # pragma: no cover - never fail a finished recording over this
             logger.warning("spoolproxy: could not tidy %s: %s", d, exc)
+
+
+#: response content types that are streams even when they carry a Content-Length
+STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/ndjson", "application/jsonl",
+                "application/json-seq", "application/vnd.amazon.eventstream", "multipart/")
+
+#: bodies up to this size with a Content-Length are buffered by mitmproxy instead of streamed
+BUFFER_MAX = 256 * 1024
+
+
+def _small_whole_body(resp, max_body_size: int) -> bool:
+    """True for a response whose body arrives whole anyway: a Content-Length of at most
+    ``BUFFER_MAX`` (and ``max_body_size``), not chunked, not a stream content type.  Such a
+    body gains nothing from streaming, and mitmproxy's buffered path costs less per
+    response; it is recorded as one piece (no chunk list)."""
+    try:
+        size = int(resp.headers.get("content-length", ""))
+    except ValueError:
+        return False
+    if size > min(BUFFER_MAX, max_body_size) or "chunked" in resp.headers.get("transfer-encoding", "").lower():
+        return False
+    ctype = resp.headers.get("content-type", "").lower()
+    return not any(t in ctype for t in STREAM_TYPES)
 
 
 def _client_already_has_it(flow) -> bool:
