@@ -92,5 +92,7 @@ def test_cli_errors_are_one_line(cases_dir, tmp_path):
     missing = _run("detect", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2 and missing.stderr.startswith("spoolproxy: error:") and "Traceback" not in missing.stderr
     (tmp_path / "bin.yaml").write_bytes(b"\x00\x01\x02")
-    skipped = _run("detect", str(tmp_path), "--fail-on", "warn")
+    corrupt = _run("detect", str(tmp_path), "--fail-on", "warn")  # binary junk is a corrupt cassette: exit 2
+    assert corrupt.returncode == 2 and "bin.yaml" in corrupt.stderr and "0 cassettes" in corrupt.stdout
+    skipped = _run("detect", str(tmp_path), "--fail-on", "warn", "--skip-bad")
     assert skipped.returncode == 0 and "warning: skipped" in skipped.stderr and "0 cassettes" in skipped.stdout

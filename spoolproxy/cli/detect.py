@@ -1,8 +1,12 @@
 """``spoolproxy detect PATH...``: flag failing agent runs in cassettes, with evidence.
 
 PATH is a cassette file or a directory (searched recursively for ``*.yaml``/``*.yml``/
-``*.json``).  A file that is not a cassette (``expected.yaml`` beside a case, a config
-file) gets a one-line warning on stderr and is skipped.
+``*.json``).  A file that is not a cassette (a YAML/JSON mapping without ``interactions``:
+``expected.yaml`` beside a case, a config file) gets a one-line warning on stderr and is
+skipped.  A corrupt cassette (invalid YAML, truncated, wrong version, binary garbage, a
+malformed interaction) gets one ``spoolproxy: error: PATH[:LINE]: ...`` line on stderr (and
+with ``--json`` a ``{"cassette", "verdict": "error", "error"}`` line); the other files are
+still analysed and the exit status is 2 at the end, unless ``--skip-bad``.
 
 Output: a table of findings per cassette, or with ``--json`` one JSON object per cassette
 per line (JSON Lines)::
@@ -12,7 +16,7 @@ per line (JSON Lines)::
 
 ``--jobs N`` loads and analyzes cassettes in N worker processes (output order unchanged).
 Exit status: 0, or 1 with ``--fail-on LEVEL`` when any finding is at LEVEL or above;
-2 for bad usage or a missing path.  Thresholds and budgets come from ``[detect]`` in
+2 for bad usage, a missing path or a corrupt cassette (2 wins over 1).  Thresholds and budgets come from ``[detect]`` in
 spoolproxy.toml (``--config`` to name the file).
 """
 
@@ -30,15 +34,30 @@ LEVELS = ("info", "warn", "error", "critical")
 STYLE = {"info": "dim", "warn": "yellow", "error": "bold red", "critical": "bold white on red"}
 
 
+#: the loader's problem text for a mapping without ``interactions``: "not a cassette", not corrupt
+NOT_A_CASSETTE = "not a cassette: no 'interactions' key"
+
+
+def is_not_a_cassette(exc: CassetteError) -> bool:
+    """True when ``exc`` says the file is a YAML/JSON mapping without ``interactions`` (an
+    ``expected.yaml``, a config file): skipped with a warning, never an error."""
+    return str(exc.problem).startswith(NOT_A_CASSETTE)
+
+
 def _one(path: str, cfg) -> tuple[str, str | None, dict | None, int]:
-    """Load and analyze one file: (path, warning or None, report as a dict, interactions).
-    Top-level so that ``--jobs`` worker processes can run it."""
+    """Load and analyze one file: (path, problem or None, report as a dict, interactions).
+
+    ``problem`` is ``"skip:" + warning line`` for a file that is not a cassette, or
+    ``"error:" + error line`` for a corrupt cassette.  Top-level so that ``--jobs`` worker
+    processes can run it."""
     from ..detectors import analyze
 
     try:
         cas = load(path)
     except CassetteError as exc:
-        return path, f"spoolproxy: warning: skipped {exc}", None, 0
+        if is_not_a_cassette(exc):
+            return path, f"skip:spoolproxy: warning: skipped {exc}", None, 0
+        return path, f"error:{exc}", None, 0
     report = analyze(cas, cfg)
     report.cassette = str(path)
     return path, None, report.model_dump(mode="json"), len(cas.interactions)
@@ -66,8 +85,10 @@ def _results(files: list[str], cfg, jobs: int):
               help="Worker processes for many cassettes (0: one per CPU). Output order is unchanged.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="spoolproxy.toml to read [detect] from (default: the usual lookup).")
+@click.option("--skip-bad", is_flag=True,
+              help="Skip corrupt cassettes with a warning instead of exiting 2 at the end.")
 def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_severity: str, jobs: int,
-            config_path: str | None) -> None:
+            config_path: str | None, skip_bad: bool) -> None:
     """Flag failing agent runs in cassettes (files or directories), with evidence."""
     import os
 
@@ -82,11 +103,18 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
 
         console = Console(highlight=False, soft_wrap=True)
     worst = -1
-    counts = {"pass": 0, "fail": 0, "skipped": 0}
-    for _, warning, doc, n in _results(files, cfg, jobs):
-        if warning is not None:
-            click.echo(warning, err=True)
-            counts["skipped"] += 1
+    counts = {"pass": 0, "fail": 0, "skipped": 0, "corrupt": 0}
+    for path, problem, doc, n in _results(files, cfg, jobs):
+        if problem is not None:
+            kind, _, text = problem.partition(":")
+            if kind == "skip" or skip_bad:
+                click.echo(text if kind == "skip" else f"spoolproxy: warning: skipped corrupt cassette {text}", err=True)
+                counts["skipped"] += 1
+                continue
+            counts["corrupt"] += 1
+            click.echo(f"spoolproxy: error: {text}", err=True)
+            if as_json:
+                sys.stdout.write(json.dumps({"cassette": path, "verdict": "error", "error": text}, ensure_ascii=False) + "\n")
             continue
         counts[doc["verdict"]] += 1
         for finding in doc["findings"]:
@@ -97,9 +125,34 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
             _print_report(console, Report.model_validate(doc), SEVERITY_RANK[min_severity], n)
     if console is not None:
         console.print(f"{counts['pass'] + counts['fail']} cassettes: [bold red]{counts['fail']} fail[/], "
-                      f"[green]{counts['pass']} pass[/]" + (f", {counts['skipped']} skipped" if counts["skipped"] else ""))
+                      f"[green]{counts['pass']} pass[/]"
+                      + (f", [bold red]{counts['corrupt']} corrupt[/]" if counts["corrupt"] else "")
+                      + (f", {counts['skipped']} skipped" if counts["skipped"] else ""))
+    for hint in _journal_hints(paths):
+        click.echo(hint, err=True)
+    if counts["corrupt"]:
+        click.echo(f"spoolproxy: error: {counts['corrupt']} corrupt cassette{'s' if counts['corrupt'] != 1 else ''}; "
+                   "fix or remove them, or pass --skip-bad", err=True)
+        raise SystemExit(2)
     if fail_on is not None and worst >= SEVERITY_RANK[fail_on]:
         raise SystemExit(1)
+
+
+def _journal_hints(paths) -> list[str]:
+    """One warning per ``.<name>.spooljournal`` under ``paths`` (an interrupted recording
+    whose interactions are not in a cassette yet), saying to run ``spoolproxy recover``."""
+    from pathlib import Path
+
+    from ..cassettes.journal import journal_path
+
+    out: list[str] = []
+    for raw in paths:
+        p = Path(raw)
+        journals = sorted(p.rglob("*.spooljournal")) if p.is_dir() else [j for j in [journal_path(p)] if j.is_file()]
+        for j in journals:
+            out.append(f"spoolproxy: warning: {j} is the journal of an interrupted recording (not analysed); "
+                       f"run 'spoolproxy recover {j.parent}' to turn it into a cassette")
+    return out
 
 
 def ranges(idxs: list[int]) -> str:

@@ -1,0 +1,58 @@
+"""``spoolproxy detect`` / ``show`` on awkward input: corrupt files, journals, narrow terminals."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from spoolproxy.cassettes import save
+
+from .conftest import REPO
+from .test_detect_wire import cassette, chat_response, llm
+
+
+def _run(*args: str, columns: int = 160):
+    env = {**os.environ, "COLUMNS": str(columns)}
+    return subprocess.run([sys.executable, "-m", "spoolproxy", *args], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=60)
+
+
+def _good(tmp_path, name="good.yaml"):
+    p = tmp_path / name
+    save(cassette(llm([{"role": "user", "content": "hi"}], chat_response("Hello there."))), p)
+    return p
+
+
+def test_corrupt_cassettes_are_errors_others_still_analysed_exit_2(tmp_path):
+    _good(tmp_path)
+    (tmp_path / "expected.yaml").write_text("kind: tool_loop\nseverity: error\n")  # not a cassette: a warning
+    (tmp_path / "v7.yaml").write_text("version: 7\ninteractions: []\n")
+    (tmp_path / "invalid.yaml").write_text("interactions:\n  - request: {\n  x: [\n")
+    (tmp_path / "garbage.yaml").write_bytes(bytes(range(256)) * 4)
+    out = _run("detect", str(tmp_path), "--fail-on", "error")
+    assert out.returncode == 2, out.stderr
+    errors = [ln for ln in out.stderr.splitlines() if ln.startswith("spoolproxy: error:")]
+    assert any("v7.yaml" in ln and "version 7" in ln for ln in errors)
+    assert any("invalid.yaml:" in ln for ln in errors) and any("garbage.yaml" in ln for ln in errors)
+    assert any(ln.startswith("spoolproxy: warning: skipped") and "expected.yaml" in ln for ln in out.stderr.splitlines())
+    assert "good.yaml" in out.stdout and "1 cassettes" in out.stdout and "3 corrupt" in out.stdout
+    assert "Traceback" not in out.stderr
+
+    js = _run("detect", str(tmp_path / "v7.yaml"), "--json")
+    assert js.returncode == 2
+    doc = json.loads(js.stdout)
+    assert doc["verdict"] == "error" and doc["cassette"].endswith("v7.yaml") and "version 7" in doc["error"]
+
+    skip = _run("detect", str(tmp_path), "--skip-bad", "--json", "-j", "2")
+    assert skip.returncode == 0, skip.stderr
+    assert [json.loads(ln)["verdict"] for ln in skip.stdout.splitlines()] == ["pass"]
+    assert skip.stderr.count("warning: skipped") == 4
+
+
+def test_directory_with_only_a_journal_points_at_recover(tmp_path):
+    (tmp_path / ".x.yaml.spooljournal").write_text("{}\n")
+    out = _run("detect", str(tmp_path))
+    assert out.returncode == 0 and "0 cassettes" in out.stdout
+    assert ".x.yaml.spooljournal" in out.stderr and f"spoolproxy recover {tmp_path}" in out.stderr
