@@ -163,7 +163,7 @@ def test_journal_recovers_all_completed_interactions(tmp_path):
     j.append(1, _sse_interaction())
     j.append(0, _sse_interaction().model_copy(update={"request": Request(method="GET", uri="https://a.example/")}))
     j._fh.write('{"seq": 2, "interaction": {"requ')  # torn in-flight write
-    j._fh.flush()
+    j.close(remove=False)  # as a SIGKILL would leave it (the lock goes with the process)
     assert journal_path(target).stat().st_mode & 0o777 == 0o600
     assert OPENAI_KEY not in journal_path(target).read_text()
     cas = recover(target)
@@ -213,3 +213,26 @@ def test_parsed_document_cache_gives_the_same_cassette(tmp_path, monkeypatch):
     assert load(path).model_dump() == cold.model_dump()
     monkeypatch.setenv("SPOOLPROXY_CACHE", "off")
     assert cache.cache_dir() is None and len(load(path)) == 1500
+
+
+def test_journal_is_exclusive_while_recording_and_damage_is_reported(tmp_path):
+    target = tmp_path / "busy.yaml"
+    j = Journal(target, CassetteMeta(), Redactor())
+    j.append(0, _sse_interaction())
+    from spoolproxy.cassettes.journal import is_locked
+
+    assert is_locked(journal_path(target))
+    with pytest.raises(CassetteError, match="another spoolproxy process"):
+        Journal(target, CassetteMeta(), Redactor())
+    with pytest.raises(CassetteError, match="being recorded right now"):
+        recover(target)
+    j.append(1, _sse_interaction())
+    j.append(2, _sse_interaction())
+    j.close(remove=False)
+    assert not is_locked(journal_path(target))
+    lines = journal_path(target).read_text().splitlines()
+    lines[2] = lines[2][: len(lines[2]) // 2]  # a damaged line in the middle, not the torn last one
+    journal_path(target).write_text("\n".join(lines) + "\n")
+    cas = recover(target)
+    assert len(cas) == 2 and cas.meta.extra["damaged_journal_lines"] == [3]
+    assert journal_path(target).with_name(journal_path(target).name + ".damaged").exists()

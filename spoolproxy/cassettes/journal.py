@@ -12,6 +12,7 @@ interaction that was in flight is lost.  A torn last line is ignored.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -32,8 +33,10 @@ def journal_path(cassette_path: str | Path) -> Path:
 
 
 class Journal:
-    """Thread-safe append-only journal.  ``append(seq, interaction)`` redacts and writes one
-    line (flushed; fsynced in the background); ``seq`` is the request-start sequence number used to order the
+    """Thread-safe append-only journal, held under an exclusive ``flock`` for the whole
+    recording (a second recorder of the same cassette gets CassetteError, and
+    :func:`is_locked` tells a live journal from a crashed one).  ``append(seq, interaction)``
+    redacts and writes one line (flushed; fsynced in the background); ``seq`` is the request-start sequence number used to order the
     cassette.  Raises CassetteError when the file cannot be created."""
 
     def __init__(self, cassette_path: str | Path, meta: CassetteMeta, redactor: Redactor) -> None:
@@ -42,11 +45,20 @@ class Journal:
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         except OSError as exc:
             raise CassetteError(self.path, f"cannot create the recording journal: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise CassetteError(
+                cassette_path, "is being recorded by another spoolproxy process right now; use another --cassette"
+            ) from None
+        os.ftruncate(fd, 0)  # ours now: an old journal was recovered (or is stale) before this
         self._fh = os.fdopen(fd, "w", encoding="utf-8")
         self._dirty = threading.Event()
+        self._closing = False
         self._syncer = threading.Thread(target=self._sync_loop, name="spoolproxy-fsync", daemon=True)
         head = to_document(Cassette(meta=meta))["spoolproxy"]
         self._write({"meta": head})
@@ -62,13 +74,11 @@ class Journal:
         while True:
             self._dirty.wait()
             self._dirty.clear()
-            with self._lock:
-                if self._fh.closed:
-                    return
-                fd = self._fh.fileno()
+            if self._closing:
+                return
             try:
-                os.fsync(fd)
-            except OSError:
+                os.fsync(self._fh.fileno())  # the file stays open until this thread has ended
+            except (OSError, ValueError):
                 return
 
     def append(self, seq: int, it: Interaction) -> None:
@@ -79,17 +89,37 @@ class Journal:
                 self._write({"seq": seq, "interaction": doc})
 
     def close(self, *, remove: bool) -> None:
+        """Stop the background fsync, fsync once more (unless the journal is to be removed),
+        close the file (releasing the lock) and optionally delete it."""
+        self._closing = True
+        self._dirty.set()
+        if self._syncer.is_alive() and threading.current_thread() is not self._syncer:
+            self._syncer.join(timeout=10)
         with self._lock:
             if not self._fh.closed:
                 if not remove:
                     os.fsync(self._fh.fileno())
                 self._fh.close()
-        self._dirty.set()  # wake the syncer so it sees the closed file and exits
         if remove:
             try:
                 self.path.unlink()
             except FileNotFoundError:
                 pass
+
+
+def is_locked(path: str | Path) -> bool:
+    """True while a live recorder holds the journal at ``path`` (see :class:`Journal`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also drops our shared lock
+    return False
 
 
 def read_journal(path: str | Path) -> Cassette:
@@ -104,31 +134,45 @@ def read_journal(path: str | Path) -> Cassette:
         raise CassetteError(p, f"cannot read journal: {exc.strerror}") from None
     meta: dict = {}
     entries: list[tuple[int, dict]] = []
+    damaged: list[int] = []
     for n, line in enumerate(lines):
         try:
             obj = from_jsonable(json.loads(line))
         except ValueError:
-            continue  # torn write of the in-flight interaction
+            if n != len(lines) - 1:
+                damaged.append(n + 1)  # not the torn in-flight write: say so
+            continue
         if "meta" in obj:
             meta = obj["meta"]
         elif "interaction" in obj:
             entries.append((int(obj.get("seq", n)), obj["interaction"]))
     entries.sort(key=lambda e: e[0])
     doc = {"version": 1, "spoolproxy": meta or {"format": 1}, "interactions": [e[1] for e in entries]}
-    return from_document(doc)
+    cas = from_document(doc)
+    if damaged:
+        cas.meta.extra["damaged_journal_lines"] = damaged
+    return cas
 
 
 def recover(cassette_path: str | Path) -> Cassette | None:
     """If a journal exists for ``cassette_path``, write the cassette from it (atomically),
-    remove the journal and return the cassette; else None."""
+    remove the journal and return the cassette; else None.  Lines that could not be read
+    (other than a torn last line) are listed in ``meta.extra["damaged_journal_lines"]`` and
+    the journal is kept as ``<journal>.damaged``.  Raises CassetteError while a live
+    recorder still holds the journal."""
     from .storage import save
 
     jp = journal_path(cassette_path)
     if not jp.exists():
         return None
+    if is_locked(jp):
+        raise CassetteError(cassette_path, "is being recorded right now (its journal is in use); wait for that run to end")
     cas = read_journal(jp)
     cas.meta.extra["recovered_from_journal"] = True
     save(cas, cassette_path)
-    jp.unlink()
+    if cas.meta.extra.get("damaged_journal_lines"):
+        jp.replace(jp.with_name(jp.name + ".damaged"))  # keep the evidence: never lose recorded data
+    else:
+        jp.unlink()
     cas.path = Path(cassette_path)
     return cas

@@ -72,6 +72,13 @@ def recover_one(cassette: Path, red: Redactor) -> int:
     redacted = red.cassette(cas)  # the journal is redacted on write; apply current [redact] rules too
     if redacted.interactions != cas.interactions:
         save(redacted, cassette)
+    damaged = cas.meta.extra.get("damaged_journal_lines")
+    if damaged:
+        click.echo(
+            f"spoolproxy recover: warning: {cassette}: journal line(s) {', '.join(map(str, damaged[:10]))} could not be "
+            f"read and are missing from the cassette; the journal is kept as {journal_path(cassette).name}.damaged",
+            err=True,
+        )
     return len(cas.interactions)
 
 
