@@ -56,3 +56,31 @@ def test_directory_with_only_a_journal_points_at_recover(tmp_path):
     out = _run("detect", str(tmp_path))
     assert out.returncode == 0 and "0 cassettes" in out.stdout
     assert ".x.yaml.spooljournal" in out.stderr and f"spoolproxy recover {tmp_path}" in out.stderr
+
+
+def test_cut_stream_findings_say_cut_after_n_bytes(tmp_path):
+    from spoolproxy.cassettes.model import Failure
+    from spoolproxy.detectors import analyze
+
+    from .test_detect_wire import chat_sse
+
+    it = llm([{"role": "user", "content": "hi"}], chat_sse("Hello there, how are", finish=None, done=False)[:300], stream=True)
+    it.error = Failure(kind="reset", message="connection reset by peer", during="response")
+    found = {f.kind: f for f in analyze(cassette(it)).findings}
+    assert "LLM stream cut after 300 bytes (reset)" in found["http_error"].message
+    assert "got 200" not in found["http_error"].message
+    assert found["no_final_answer"].message.endswith("the last LLM call failed: LLM stream cut after 300 bytes (reset)")
+    assert "stream_incomplete" in found
+    assert any(e.path == "error.message" and e.quote == "connection reset by peer" for e in found["http_error"].evidence)
+
+
+def test_show_at_80_columns_keeps_model_names_whole(tmp_path):
+    p = tmp_path / "run.yaml"
+    long_answer = "The refund for order 1234 was issued to the original card and should arrive in five days. " * 2
+    save(cassette(llm([{"role": "user", "content": "hi"}], chat_response(long_answer))), p)
+    out = _run("show", str(p), columns=80)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert any("openai/gpt-4o-mini" in ln for ln in lines)  # never split mid-word
+    assert all(len(ln) <= 80 for ln in lines)
+    assert sum("original card" in ln or "refund for" in ln for ln in lines) >= 1  # the summary wraps instead

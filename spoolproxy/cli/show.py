@@ -93,16 +93,28 @@ def _render(t, report, name: str, width: int | None) -> None:
         for i in f.interactions:
             by_step.setdefault(i, []).append(f)
     table = Table(title=escape(name), box=None, header_style="bold", pad_edge=False)
-    for col, kw in (("#", {"justify": "right"}), ("kind", {}), ("who", {"overflow": "fold", "max_width": 34}),
-                    ("summary", {"overflow": "fold", "ratio": 1}), ("tokens", {"justify": "right"}),
-                    ("ms", {"justify": "right"}), ("findings", {"overflow": "fold", "max_width": 30})):
-        table.add_column(col, **kw)
+    rows = []
     for s in t.steps:
         who = f"{s.llm.provider}/{s.llm.model or '?'}" if s.llm else s.host
         tokens = str(s.llm.usage.total) if s.llm and s.llm.usage.total else ""
         ms = f"{s.duration_ms:.0f}" if s.duration_ms is not None else ""
-        fs = " ".join(f"[{STYLE[f.severity]}]{MARK[f.severity]}{f.kind}[/]" for f in by_step.get(s.index, []))
-        table.add_row(str(s.index), s.kind, escape(who), escape(summary(s)), tokens, ms, fs)
+        fs = [(f"{MARK[f.severity]}{f.kind}", STYLE[f.severity]) for f in by_step.get(s.index, [])]
+        rows.append((str(s.index), s.kind, escape(who), escape(summary(s)), tokens, ms, fs))
+    longest_finding = max((len(label) for r in rows for label, _ in r[6]), default=8)
+    # identifiers (model names, hosts, numbers, finding kinds) never wrap mid-word: too long ->
+    # ellipsis; the summary column takes the remaining width and wraps.  Empty columns (no
+    # tokens, no per-request clock in vcrpy cassettes, no findings) are left out.
+    columns = (("#", {"justify": "right", "no_wrap": True}), ("kind", {"no_wrap": True}),
+               ("who", {"no_wrap": True, "overflow": "ellipsis", "max_width": max(18, min(34, console.width // 4))}),
+               ("summary", {"overflow": "fold", "ratio": 1, "min_width": 20}),
+               ("tokens", {"justify": "right", "no_wrap": True}), ("ms", {"justify": "right", "no_wrap": True}),
+               ("findings", {"no_wrap": True, "overflow": "ellipsis", "min_width": min(longest_finding, 23)}))
+    keep = [i for i in range(len(columns)) if i < 4 or any(r[i] for r in rows)]
+    for i in keep:
+        table.add_column(columns[i][0], **columns[i][1])
+    for r in rows:
+        cells = [*r[:6], "\n".join(f"[{style}]{label}[/]" for label, style in r[6])]
+        table.add_row(*(cells[i] for i in keep))
     console.print(table)
     fa = t.final_answer
     console.print(f"[bold]final answer[/] (#{fa.interaction}): {escape(fa.text.strip()[:300])}" if fa else

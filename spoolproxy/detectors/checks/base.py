@@ -65,6 +65,18 @@ class Context:
         return Finding(kind=kind, severity=severity, interactions=sorted(set(interactions)), message=message,  # type: ignore[arg-type]
                        evidence=[e for e in evidence if e is not None])
 
+    def cut_stream(self, i: int) -> str | None:
+        """``"LLM stream cut after N bytes (reset)"`` when interaction ``i`` got response
+        headers and then a transport failure mid-body (N: body bytes received, the word in
+        parentheses: the failure kind), else None."""
+        it = self.cassette.interactions[i]
+        if it.response is None or it.error is None:
+            return None
+        step = self.steps[i]
+        what = "LLM stream" if step.llm is not None and step.llm.stream.is_stream else "LLM response" if step.kind == "llm" else "response body"
+        size = it.response.body_ref.size if it.response.body_ref is not None else len(it.response.body)
+        return f"{what} cut after {size} byte{'s' if size != 1 else ''} ({it.error.kind})"
+
     def body_text(self, i: int) -> str:
         r = self.cassette.interactions[i].response
         return r.text if r is not None else ""

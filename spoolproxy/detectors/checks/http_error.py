@@ -39,25 +39,37 @@ def check(ctx: Context) -> list:
         else:
             sev = "info" if fa is not None else "warn"
         what = f"{s.status}" if s.status is not None else f"transport failure ({s.transport_error})"
+        cut = ctx.cut_stream(i) if s.transport_error is not None else None
         if in_body:
             what = f"an error inside its {s.status} {'stream' if s.llm.stream.is_stream else 'body'}"
         detail = ""
-        ev = [None if in_body else ctx.ev.quote(i, "response.status", str(s.status)) if s.status is not None
+        ev = [None if in_body else ctx.ev.field(i, "error.message") if cut is not None
+              else ctx.ev.quote(i, "response.status", str(s.status)) if s.status is not None
               else ctx.ev.field(i, "error.message")]
         if s.llm is not None and s.llm.error:
             detail = f": {s.llm.error[:160]}"
             ev.append(ctx.ev.quote(i, "response.body", s.llm.error))
-        elif s.status is not None:
+        elif s.status is not None and cut is None:
             ev.append(ctx.ev.field(i, "response.body", max_len=160))
         role = "LLM call" if s.kind == "llm" else "MCP call" if s.kind == "mcp" else "tool call" if i in sources else "request"
         key = (role, s.method, s.url, s.status, sev, detail)
         if out and out[-1][0] == key:
             f = out[-1][1]
             f.interactions.append(i)
-            f.message = f"{role} {s.method} {s.host}{_path(s.url)} got {what} {len(f.interactions)} times{detail}"
+            f.message = _message(role, s, what, cut, detail, len(f.interactions))
             continue
-        out.append((key, ctx.finding(KIND, sev, [i], f"{role} {s.method} {s.host}{_path(s.url)} got {what}{detail}", ev)))
+        out.append((key, ctx.finding(KIND, sev, [i], _message(role, s, what, cut, detail, 1), ev)))
     return [f for _, f in out]
+
+
+def _message(role: str, s, what: str, cut: str | None, detail: str, times: int) -> str:
+    """``LLM call POST host/path got 500 3 times: ...``, or for a body cut after its headers
+    ``LLM call POST host/path: LLM stream cut after 812 bytes (reset), status 200``."""
+    head = f"{role} {s.method} {s.host}{_path(s.url)}"
+    n = f" {times} times" if times > 1 else ""
+    if cut is not None:
+        return f"{head}: {cut}, status {s.status}{n}{detail}"
+    return f"{head} got {what}{n}{detail}"
 
 
 def _path(url: str) -> str:

@@ -32,8 +32,13 @@ def check(ctx: Context) -> list:
     if not s.ok:
         if s.status in ctx.config.expected_status:
             sev = "info"
-        why = f"the last LLM call got {s.status or s.transport_error}"
-        ev = [ctx.ev.quote(i, "response.status", str(s.status)) if s.status else ctx.ev.field(i, "error.message")]
+        cut = ctx.cut_stream(i) if s.transport_error is not None else None
+        if cut is not None:
+            why = f"the last LLM call failed: {cut}"
+            ev = [ctx.ev.field(i, "error.message")]
+        else:
+            why = f"the last LLM call got {s.status or s.transport_error}"
+            ev = [ctx.ev.quote(i, "response.status", str(s.status)) if s.status else ctx.ev.field(i, "error.message")]
     elif call.error:
         why = f"the last LLM call reported an error: {call.error[:120]}"
         ev = [ctx.ev.quote(i, "response.body", call.error)]
