@@ -236,3 +236,20 @@ def test_journal_is_exclusive_while_recording_and_damage_is_reported(tmp_path):
     cas = recover(target)
     assert len(cas) == 2 and cas.meta.extra["damaged_journal_lines"] == [3]
     assert journal_path(target).with_name(journal_path(target).name + ".damaged").exists()
+
+
+def test_a_cassette_cut_short_is_refused(tmp_path):
+    cas = Cassette(interactions=[_sse_interaction(), _sse_interaction()])
+    path = save(cas, tmp_path / "whole.yaml")
+    text = path.read_text()
+    assert text.rstrip().removesuffix("...").rstrip().endswith("end_of_cassette: 2")
+    assert len(load(path)) == 2
+    for cut in (len(text) // 3, text.index("data: [DONE]", len(text) // 2), text.index("end_of_cassette")):
+        bad = tmp_path / f"cut{cut}.yaml"
+        bad.write_text(text[:cut])
+        with pytest.raises(CassetteError) as exc:
+            load(bad)
+        assert "\n" not in str(exc.value)
+        assert any(w in str(exc.value) for w in ("truncated", "cut short", "invalid YAML", "interaction"))
+    plain = yaml.safe_load(dumps(cas, plain=True))  # plain vcrpy files carry no count: accepted as they are
+    assert "end_of_cassette" not in plain

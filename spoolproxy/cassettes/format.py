@@ -133,12 +133,22 @@ def from_document(doc: Any) -> Cassette:
     if not isinstance(items, list):
         raise FormatError("'interactions' must be a list")
     top = doc.get("spoolproxy") if isinstance(doc.get("spoolproxy"), dict) else None
+    if top is not None and isinstance(top.get("interactions"), int):
+        declared = top["interactions"]
+        if doc.get(END_KEY) != declared or len(items) != declared:
+            raise FormatError(
+                f"truncated or damaged: the header declares {declared} interactions, the file holds "
+                f"{len(items)}{'' if END_KEY in doc else ' and lacks its end_of_cassette line'}; "
+                "restore it from git or re-record it"
+            )
     parsed = False
     interactions = []
     for i, item in enumerate(items):
         if not isinstance(item, dict) or "request" not in item:
             raise FormatError("each interaction needs a 'request'", i)
         ext = item.get("spoolproxy") if isinstance(item.get("spoolproxy"), dict) else {}
+        if not item.get("response") and not ext.get("error"):
+            raise FormatError("has neither a response nor an error (is the file cut short?)", i)
         parsed = parsed or "parsed_body" in item["request"] or "parsed_body" in (item.get("response") or {})
         try:
             err = ext.get("error")
@@ -172,7 +182,11 @@ def from_document(doc: Any) -> Cassette:
 
 
 _EXT_KEYS = {"started_at", "duration_ms", "chunks", "error"}
-_META_KEYS = {"format", "recorder", "recorded_at", "command", "cwd", "record_mode", "exit_code"}
+_META_KEYS = {"format", "recorder", "recorded_at", "command", "cwd", "record_mode", "exit_code", "interactions"}
+
+#: top-level key written last: ``end_of_cassette: N``.  A spoolproxy cassette whose header
+#: declares ``interactions: N`` must end with it, so a truncated file is refused.
+END_KEY = "end_of_cassette"
 
 
 # -- writing --------------------------------------------------------------------------
@@ -230,6 +244,7 @@ def to_document(cas: Cassette, *, plain: bool = False, json_bodies: bool = True)
             if v is not None:
                 top[key] = v.isoformat() if isinstance(v, datetime) else v
         top.update(m.extra)
+        top["interactions"] = sum(1 for it in cas.interactions)
         doc["spoolproxy"] = top
     items = []
     for it in cas.interactions:
@@ -253,4 +268,6 @@ def to_document(cas: Cassette, *, plain: bool = False, json_bodies: bool = True)
                 item["spoolproxy"] = ext
         items.append(item)
     doc["interactions"] = items
+    if not plain:
+        doc[END_KEY] = len(items)  # the last line: a file cut short lacks it
     return doc

@@ -61,6 +61,7 @@ class Journal:
         self._closing = False
         self._syncer = threading.Thread(target=self._sync_loop, name="spoolproxy-fsync", daemon=True)
         head = to_document(Cassette(meta=meta))["spoolproxy"]
+        head.pop("interactions", None)  # the count is known only at the end
         self._write({"meta": head})
         self._syncer.start()
 
@@ -143,7 +144,7 @@ def read_journal(path: str | Path) -> Cassette:
                 damaged.append(n + 1)  # not the torn in-flight write: say so
             continue
         if "meta" in obj:
-            meta = obj["meta"]
+            meta = {k: v for k, v in obj["meta"].items() if k != "interactions"}
         elif "interaction" in obj:
             entries.append((int(obj.get("seq", n)), obj["interaction"]))
     entries.sort(key=lambda e: e[0])
