@@ -54,6 +54,15 @@ def cli() -> None:
     """spoolproxy: record AI agent traffic, detect failing runs, replay them offline as tests."""
 
 
+def one_line(exc: click.ClickException) -> str:
+    """click's error as one line, ending with where to look for help on usage errors."""
+    msg = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and ctx is not None:
+        msg += f" (see '{ctx.command_path} --help')"
+    return msg
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the CLI and maps SpoolError to one stderr line + exit code."""
     try:
@@ -65,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"spoolproxy: error: {one_line(exc)}", err=True)
         sys.exit(exc.exit_code)
     except click.Abort:
         click.echo("spoolproxy: aborted", err=True)
