@@ -58,3 +58,20 @@ def test_example_suite_is_consistent() -> None:
         assert (REPO / case.cassette).is_file() and (REPO / case.failing_cassette).is_file()
         assert case.command.argv[:2] == ["python", "examples/agent_v2.py"] and case.signature
     assert load_case(suite / "refund.yaml").signature_kinds == ["duplicate_side_effect"]
+
+
+def test_pre_commit_filter_takes_cassettes_not_suite_files() -> None:
+    """The hook's `files:` regex (pre-commit applies it with re.search) takes cassette folders
+    only: suite case files and baseline.json are not cassettes and must not reach `scan`."""
+    import re
+
+    hooks = yaml.safe_load((CI / "pre-commit-hooks.yaml").read_text())
+    config = yaml.safe_load((CI / "pre-commit-config.yaml").read_text())
+    for rx in (next(h for h in hooks if h["id"] == "spoolproxy-scan")["files"],
+               config["repos"][0]["hooks"][0]["files"]):
+        for path in ("cassettes/refund.yaml", "cassettes/refund.pinned.yaml", "tests/cassettes/test_x/t.yaml",
+                     "svc/cassettes/run.json"):
+            assert re.search(rx, path), (rx, path)
+        for path in ("spool/refund.yaml", "spool/baseline.json", "examples/spool/stock-check.yaml",
+                     "spool/.runs/refund/20260101T000000Z.yaml", "spoolproxy.toml", "cassettes/README.md"):
+            assert not re.search(rx, path), (rx, path)

@@ -3,7 +3,9 @@
 ``--status confirmed`` makes ``spoolproxy test`` run the case, ``rejected`` keeps it out
 (a false alarm), ``pending`` means not reviewed yet.  Assertion flags add to the case's
 assertions; ``--clear-assertions`` first resets them to the default (the signature kinds
-must not come back).  CASE is a case file or a case name in ``--suite``.
+must not come back).  ``--normalize REGEX`` / ``--ignore-json-path PATH`` /
+``--match-header NAME`` add to the case's ``match_options`` (``--clear-match-options`` first
+empties them).  CASE is a case file or a case name in ``--suite``.
 """
 
 from __future__ import annotations
@@ -38,16 +40,26 @@ def _case_path(arg: str, suite_dir: Path) -> Path:
 @click.option("--live", multiple=True, metavar="GLOB", help="Set the case's live hosts (routing.live; repeatable).")
 @click.option("--match", type=click.Choice(["exact", "default"]), default=None,
               help="Matching for this case: exact (strict, the default) or default (vcrpy-compatible).")
+@click.option("--normalize", multiple=True, metavar="REGEX",
+              help="Matching: replace matches of REGEX on both sides (e.g. a timestamp in the prompt; repeatable).")
+@click.option("--ignore-json-path", "ignore_json_path", multiple=True, metavar="PATH",
+              help="Matching: ignore this JSON path in request bodies ($.a.b, $.a[*].c; repeatable).")
+@click.option("--match-header", "match_header", multiple=True, metavar="NAME",
+              help="Matching: also match this request header (repeatable).")
+@click.option("--clear-match-options", is_flag=True, help="Empty the case's match_options before adding.")
 @click.option("--clear-assertions", is_flag=True, help="Reset assertions to the default before adding.")
-def command(cases, suite_dir, status, contains, matches, tools, max_llm_calls, live, match, clear_assertions) -> None:
+def command(cases, suite_dir, status, contains, matches, tools, max_llm_calls, live, match, normalize,
+            ignore_json_path, match_header, clear_match_options, clear_assertions) -> None:
     """Set the status (pending/confirmed/rejected) and assertions of test cases."""
     from pydantic import ValidationError
 
     from ..suite.files import load_case, save_case
     from ..suite.model import Assertions
 
-    if not (status or contains or matches or tools or max_llm_calls is not None or live or match or clear_assertions):
-        raise UsageError("nothing to change: give --status confirmed|rejected|pending or an assertion flag")
+    if not (status or contains or matches or tools or max_llm_calls is not None or live or match or clear_assertions
+            or normalize or ignore_json_path or match_header or clear_match_options):
+        raise UsageError("nothing to change: give --status confirmed|rejected|pending, an assertion flag "
+                         "or a matching flag (--normalize, --ignore-json-path)")
     for arg in cases:
         path = _case_path(arg, suite_dir)
         case = load_case(path)
@@ -63,6 +75,13 @@ def command(cases, suite_dir, status, contains, matches, tools, max_llm_calls, l
             update["status"] = status
         if match:
             update["match"] = match
+        if normalize or ignore_json_path or match_header or clear_match_options:
+            m = {"normalize": [], "ignore_json_paths": [], "match_headers": []} if clear_match_options \
+                else case.match_options.model_dump()
+            for key, values in (("normalize", normalize), ("ignore_json_paths", ignore_json_path),
+                                ("match_headers", match_header)):
+                m[key] = [*m[key], *(v for v in values if v not in m[key])]
+            update["match_options"] = m
         if live:
             update["routing"] = case.routing.model_copy(update={"live": list(live)})
         try:
@@ -73,7 +92,11 @@ def command(cases, suite_dir, status, contains, matches, tools, max_llm_calls, l
 
             raise UsageError(validation_message(path, exc)) from None
         save_case(new, path)
-        click.echo(f"{path}: status {new.status}" + (f"; assertions: {_describe(new.assertions)}" if _describe(new.assertions) else ""))
+        m = new.match_options
+        opts = [*(f"normalize /{r}/" for r in m.normalize), *(f"ignore {p}" for p in m.ignore_json_paths),
+                *(f"match header {h}" for h in m.match_headers)]
+        click.echo(f"{path}: status {new.status}" + (f"; assertions: {_describe(new.assertions)}" if _describe(new.assertions) else "")
+                   + (f"; matching: {', '.join(opts)}" if opts else ""))
 
 
 def _describe(a) -> str:

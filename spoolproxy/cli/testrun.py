@@ -12,18 +12,26 @@ Exit status (``--fail-on``):
   baseline is ``--baseline FILE``, by default ``<suite>/baseline.json`` when it exists.
 * ``any``: 1 when any case that ran does not pass.
 
-2 for bad usage (missing suite directory, unknown ``--case``).
+2 for bad usage (missing suite directory, a suite directory holding no case file, unknown
+``--case``, an output file (``--junit``, ``--markdown``, the baseline under
+``--update-baseline``) whose directory does not exist or is not writable: checked before
+any case runs).  A run where no case ran because every case is pending or rejected exits
+0 and says so.
+
+Matching: ``--normalize`` / ``--ignore-json-path`` / ``--match-header`` apply to every case,
+on top of the project's ``[playback]`` table and each case's ``match_options``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
-from ..errors import UsageError
+from ..errors import SpoolError, UsageError
 from ..suite.files import DEFAULT_SUITE
 
 STYLE = {"passes": "green", "still_fails": "red", "fails_differently": "magenta", "unreplayable": "yellow",
@@ -58,11 +66,18 @@ STYLE = {"passes": "green", "still_fails": "red", "fails_differently": "magenta"
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Append a Markdown summary to FILE (e.g. \"$GITHUB_STEP_SUMMARY\").")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object instead of the table.")
+@click.option("--normalize", multiple=True, metavar="REGEX",
+              help="For every case: replace matches of REGEX on both sides before matching (e.g. a timestamp "
+                   "in the prompt; repeatable).  Adds to [playback] normalize and the case's match_options.")
+@click.option("--ignore-json-path", "ignore_json_path", multiple=True, metavar="PATH",
+              help="For every case: ignore this JSON path in request bodies ($.a.b, $.a[*].c; repeatable).")
+@click.option("--match-header", "match_header", multiple=True, metavar="NAME",
+              help="For every case: also match this request header (repeatable).")
 @click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True,
               help="Seconds a case's command may run.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the details (findings, diffs) of every case.")
 def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repeat, jobs, pin, baseline, update_baseline, fail_on, junit,
-            markdown, as_json, timeout_s, verbose) -> None:
+            markdown, as_json, normalize, ignore_json_path, match_header, timeout_s, verbose) -> None:
     """Run the regression suite: passes / still_fails / fails_differently / unreplayable."""
     from ..suite.baseline import exit_status, load_baseline, mark_regressions, save_baseline
     from ..suite.junit import write_junit
@@ -71,10 +86,22 @@ def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repea
     if not suite_dir.is_dir():
         raise UsageError(f"suite directory {suite_dir} does not exist; create cases with "
                          "`spoolproxy export-test CASSETTE --suite DIR`")
+    from ..suite.files import case_paths
+
+    if not case_paths(suite_dir):
+        raise UsageError(f"suite directory {suite_dir} holds no case file (*.yaml); create cases with "
+                         f"`spoolproxy export-test CASSETTE --suite {suite_dir}`")
     baseline_path = baseline or (suite_dir / "baseline.json")
+    for flag, path in (("--junit", junit), ("--markdown", markdown),
+                       ("--update-baseline", baseline_path if update_baseline else None)):
+        if path is not None:
+            check_output(path, flag)
+    _check_matching(normalize, ignore_json_path)
     previous = load_baseline(baseline_path) if (baseline or baseline_path.exists()) else {}
     opts = RunOptions(live=tuple(live) if live else (() if no_live else None), pin=pin, jobs=jobs, connect_to=tuple(connect_to),
-                      upstream_ca=upstream_ca, timeout_s=timeout_s, only=tuple(only), repeat=repeat)
+                      upstream_ca=upstream_ca, timeout_s=timeout_s, only=tuple(only), repeat=repeat,
+                      normalize=tuple(normalize), ignore_json_paths=tuple(ignore_json_path),
+                      match_headers=tuple(match_header))
     results = run_suite(suite_dir, opts)
     regressions = mark_regressions(results, previous)
     ran = [r for r in results if r.outcome is not None]
@@ -94,6 +121,7 @@ def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repea
                                "summary": {**counts, "skipped": len(results) - len(ran),
                                            "regressions": [r.name for r in regressions]},
                                "baseline": str(baseline_path) if previous else None,
+                               "note": nothing_ran(results) if not ran else None,
                                "exit_code": code}, indent=2))
     else:
         _print_table(results, verbose)
@@ -101,6 +129,26 @@ def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repea
                       baseline_path if update_baseline else None)
     if code:
         raise click.exceptions.Exit(code)
+
+
+def check_output(path: Path, flag: str) -> None:
+    """Raise SpoolError (exit 2) unless a report file can be written at ``path``: its directory
+    exists and is writable, and ``path`` is not a directory.  Called before any case runs."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise SpoolError(f"{flag} {path}: is a directory; give a file name", exit_code=2)
+    if not parent.is_dir():
+        raise SpoolError(f"{flag} {path}: directory {parent} does not exist; create it or choose another path",
+                         exit_code=2)
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise SpoolError(f"{flag} {path}: not writable; choose another path", exit_code=2)
+
+
+def _check_matching(normalize, ignore_json_path) -> None:
+    """UsageError for an invalid --normalize regex or --ignore-json-path, before any case runs."""
+    from ..replayer.fingerprint import Fingerprinter, MatchOptions
+
+    Fingerprinter(MatchOptions(ignore_json_paths=tuple(ignore_json_path), normalize=tuple(normalize)))
 
 
 def _print_table(results, verbose: bool) -> None:
@@ -138,6 +186,8 @@ def _print_footer(results, regressions, baseline, fail_on, code, junit, wrote_ba
     if skipped:
         parts.append(f"{skipped} skipped (not confirmed)")
     click.echo(f"spoolproxy test: {len(ran)} case(s) ran: " + (", ".join(parts) or "none"))
+    if not ran:
+        click.echo(nothing_ran(results))
     pinned = [r for r in results if r.pinned]
     for r in pinned:
         click.echo(f"pinned {r.name}: {r.pinned}")
@@ -151,6 +201,15 @@ def _print_footer(results, regressions, baseline, fail_on, code, junit, wrote_ba
     if code == 0 and fail_on == "regression" and any(r.outcome not in ("passes", None) for r in ran):
         click.echo("known failures do not fail the run (--fail-on regression); use --fail-on any to require all pass")
     sys.stdout.flush()
+
+
+def nothing_ran(results) -> str:
+    """The line printed when no case ran: how many are pending / rejected and what to do."""
+    pending = sum(1 for r in results if r.status == "pending")
+    rejected = sum(1 for r in results if r.status == "rejected")
+    why = ", ".join(p for p in (f"{pending} pending" if pending else "", f"{rejected} rejected" if rejected else "") if p)
+    return (f"nothing ran: no case is confirmed ({why or 'no case'}); review the pending cases, then "
+            "`spoolproxy annotate NAME --status confirmed` (or run one with `spoolproxy test --case NAME`)")
 
 
 def _escape(text: str) -> str:

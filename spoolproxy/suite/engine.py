@@ -26,6 +26,7 @@ from ..proxy.recorder import Recorder
 from ..proxy.runner import ProxyRunner
 from ..replayer.addon import Playback
 from ..replayer.control import CONTROL_HOST
+from ..replayer.fingerprint import MatchOptions
 from ..replayer.report import PlaybackReport
 from ..replayer.session import PlaybackConfig, PlaybackSession
 
@@ -141,15 +142,17 @@ class Engine:
 
     def play(self, argv: Sequence[str], *, cwd: Path, cassette: Path, artifact: Path, match: str = "exact",
              live: Sequence[str] = (), timeout_s: float = 300.0, meta: CassetteMeta | None = None,
-             env: dict[str, str] | None = None) -> PlayResult:
+             env: dict[str, str] | None = None, options: MatchOptions | None = None) -> PlayResult:
         """Run ``argv`` in ``cwd`` with every request served from ``cassette`` (hosts matching
-        ``live`` globs go upstream) and record the run to ``artifact``.
+        ``live`` globs go upstream) and record the run to ``artifact``.  ``options``: what
+        matching ignores or normalises (see :class:`~spoolproxy.replayer.fingerprint.MatchOptions`).
 
         Raises SpoolError when the cassette is bad, the proxy cannot start, or the command
         cannot be started (not found / not executable).
         """
         shown = os.path.relpath(cassette)  # reports and miss messages name it as the user would
-        session = PlaybackSession(PlaybackConfig(cassettes=[shown], match=match, live=tuple(live)))  # type: ignore[arg-type]
+        session = PlaybackSession(PlaybackConfig(cassettes=[shown], match=match, live=tuple(live),
+                                                 options=options or MatchOptions()))  # type: ignore[arg-type]
         runner = self._ensure()
         recorder = Recorder(artifact, meta=meta or CassetteMeta(recorder="spoolproxy test", record_mode="none"))
         recorder.open()
@@ -201,11 +204,11 @@ def _run(argv: Sequence[str], cwd: Path, env: dict[str, str], timeout_s: float) 
 def play_and_record(argv: Sequence[str], *, cwd: Path, cassette: Path, artifact: Path, match: str = "exact",
                     live: Sequence[str] = (), connect_to: Sequence[str] = (), upstream_ca: Path | None = None,
                     timeout_s: float = 300.0, meta: CassetteMeta | None = None,
-                    env: dict[str, str] | None = None) -> PlayResult:
+                    env: dict[str, str] | None = None, options: MatchOptions | None = None) -> PlayResult:
     """One artifact run with its own proxy (see :meth:`Engine.play`)."""
     with Engine(connect_to=connect_to, upstream_ca=upstream_ca) as engine:
         return engine.play(argv, cwd=cwd, cassette=cassette, artifact=artifact, match=match, live=live,
-                           timeout_s=timeout_s, meta=meta, env=env)
+                           timeout_s=timeout_s, meta=meta, env=env, options=options)
 
 
 def _discard(recorder: Recorder, artifact: Path) -> None:

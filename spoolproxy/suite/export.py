@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..cassettes import Cassette, load
 from ..detectors.models import SEVERITY_RANK, Report
-from ..errors import SpoolError
+from ..errors import SpoolError, UsageError
 from .files import project_root, save_case
 from .model import Assertions, Case, Command, SignatureFinding, Status
 
@@ -102,13 +102,21 @@ def export(cassettes: list[Path], suite_dir: Path, *, cmd: str | None = None, cw
     """Write one case per failing cassette into ``suite_dir``; returns one result per cassette.
 
     ``cmd`` (a shell-style string) overrides the recorded command; ``force`` overwrites
-    existing case files (else they are skipped).  Errors on one cassette (unreadable,
-    no command) are reported in its result; the others are still exported.
+    existing case files (else they are skipped); a cassette counts as exported when a case
+    names it as ``cassette`` or as ``failing_cassette`` (a pinned case).  Errors on one
+    cassette (unreadable, no command) are reported in its result; the others are still
+    exported.  Raises UsageError when ``cmd`` is not valid shell syntax.  A suite directory
+    created here gets a ``.gitignore`` holding ``.runs/`` (the artifact runs).
     """
     if analyze is None:
         from ..detectors import analyze
     root = project_root(suite_dir)
-    argv = shlex.split(cmd) if cmd else None
+    try:
+        argv = shlex.split(cmd) if cmd else None
+    except ValueError as exc:
+        raise UsageError(f"--cmd {cmd!r}: {exc} (check the quotes); e.g. --cmd 'python agent.py \"the task\"'") from None
+    if cmd is not None and not argv:
+        raise UsageError("--cmd is empty; give the command that reproduces the run, e.g. --cmd 'python agent.py'")
     taken = {p.stem for p in suite_dir.glob("*.yaml")} if suite_dir.is_dir() else set()
     existing = _existing_cases(suite_dir)
     known = _signatures(suite_dir) if dedup else {}
@@ -134,6 +142,7 @@ def export(cassettes: list[Path], suite_dir: Path, *, cmd: str | None = None, cw
             target = suite_dir / f"{name}.yaml"
             case = build_case(cas, path, root, report, name=name, cmd=argv, cwd=cwd, status=status,
                               assertions=assertions)
+            _ensure_suite_dir(suite_dir)
             save_case(case, target)
             taken.add(name)
             if dedup:
@@ -145,13 +154,31 @@ def export(cassettes: list[Path], suite_dir: Path, *, cmd: str | None = None, cw
     return results
 
 
+GITIGNORE = ".runs/\n"
+
+
+def _ensure_suite_dir(suite_dir: Path) -> None:
+    """Create the suite directory with a ``.gitignore`` keeping ``.runs/`` (artifact runs) out of git."""
+    if suite_dir.is_dir():
+        return
+    suite_dir.mkdir(parents=True, exist_ok=True)
+    (suite_dir / ".gitignore").write_text("# artifact runs of `spoolproxy test`\n" + GITIGNORE, encoding="utf-8")
+
+
 def _existing_cases(suite_dir: Path) -> dict[str, Path]:
-    """cassette path (as written in the case) -> case file, for the readable cases of a suite."""
+    """cassette path (as written in the case, ``cassette`` or ``failing_cassette``) -> case
+    file, for the readable cases of a suite."""
     from .files import iter_cases
 
     if not suite_dir.is_dir():
         return {}
-    return {case.cassette: p for p, case in iter_cases(suite_dir) if isinstance(case, Case)}
+    out: dict[str, Path] = {}
+    for p, case in iter_cases(suite_dir):
+        if isinstance(case, Case):
+            for ref in (case.failing_cassette, case.cassette):
+                if ref:
+                    out.setdefault(ref, p)
+    return out
 
 
 def _signatures(suite_dir: Path) -> dict[tuple, str]:

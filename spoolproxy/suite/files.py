@@ -68,10 +68,24 @@ def case_document(case: Case) -> dict:
     """The case as the plain dict written to disk (empty optional assertions left out)."""
     doc = case.model_dump(exclude_none=True)
     doc["assertions"] = {k: v for k, v in doc["assertions"].items() if v not in ([], None)}
+    options = {k: v for k, v in doc.pop("match_options", {}).items() if v}
+    if options:  # written only when set, right after `match:`
+        doc = _insert_after(doc, "match", "match_options", options)
     for f in doc["signature"]:
         if not f.get("interactions"):
             f.pop("interactions", None)
     return doc
+
+
+def _insert_after(doc: dict, after: str, key: str, value) -> dict:
+    out: dict = {}
+    for k, v in doc.items():
+        out[k] = v
+        if k == after:
+            out[key] = value
+    if key not in out:
+        out[key] = value
+    return out
 
 
 def dump_case(case: Case) -> str:

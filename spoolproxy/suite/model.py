@@ -13,6 +13,10 @@ A case file (``spool/<name>.yaml``)::
       replay: ["*"]                # hosts served from the cassette: everything not live
       live: []                     # host globs sent upstream (e.g. a live LLM to try a fix)
     match: exact                   # exact (default) | default (vcrpy-compatible, divergences allowed)
+    match_options:                 # optional: what request matching ignores (as `spoolproxy playback`)
+      normalize: ['\\d{4}-\\d{2}-\\d{2}T[\\d:.]+Z?']   # regexes replaced on both sides
+      ignore_json_paths: [$.metadata.request_id]        # body fields ignored
+      match_headers: []                                 # headers that must be equal
     signature:                     # error-level findings of the original run
       - {kind: duplicate_side_effect, severity: error, message: "..."}
     assertions:
@@ -104,6 +108,42 @@ class Assertions(_Strict):
         return v
 
 
+class CaseMatchOptions(_Strict):
+    """Per-case matching settings, added to the project's ``[playback]`` table and to the
+    ``spoolproxy test`` flags: ``normalize`` (regexes whose matches are replaced on both
+    sides), ``ignore_json_paths`` (JSONPath subset, ``$.a.b``, ``$.a[*].c``), ``match_headers``
+    (request header names that must be equal).  Invalid regexes or paths are rejected."""
+
+    normalize: list[str] = Field(default_factory=list)
+    ignore_json_paths: list[str] = Field(default_factory=list)
+    match_headers: list[str] = Field(default_factory=list)
+
+    @field_validator("normalize")
+    @classmethod
+    def _regexes(cls, v):
+        for rx in v:
+            try:
+                re.compile(rx)
+            except re.error as exc:
+                raise ValueError(f"{rx!r} is not a valid regex ({exc})") from None
+        return v
+
+    @field_validator("ignore_json_paths")
+    @classmethod
+    def _paths(cls, v):
+        from ..replayer.fingerprint import parse_json_path
+
+        for path in v:
+            try:
+                parse_json_path(path)
+            except SpoolError as exc:
+                raise ValueError(str(exc)) from None
+        return v
+
+    def is_empty(self) -> bool:
+        return not (self.normalize or self.ignore_json_paths or self.match_headers)
+
+
 class Case(_Strict):
     """A regression test case (see the module docstring for the file layout)."""
 
@@ -115,6 +155,7 @@ class Case(_Strict):
     failing_cassette: str | None = None
     routing: Routing = Field(default_factory=Routing)
     match: Literal["exact", "default"] = "exact"
+    match_options: CaseMatchOptions = Field(default_factory=CaseMatchOptions)
     signature: list[SignatureFinding] = Field(default_factory=list)
     assertions: Assertions = Field(default_factory=Assertions)
 

@@ -22,7 +22,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from ..detectors.models import SEVERITY_RANK, Finding, Report, Transcript
-from ..replayer.report import PlaybackReport
+from ..replayer.report import PlaybackReport, RequestOutcome
 from .model import Case
 
 Outcome = Literal["passes", "still_fails", "fails_differently", "unreplayable", "error"]
@@ -97,12 +97,53 @@ def unreplayable_reason(case: Case, playback: PlaybackReport) -> tuple[str, list
     what = "request" if len(bad) == 1 else "requests"
     lines: list[str] = []
     for r in bad:
-        lines += r.render()
+        lines += regression_lines(r, case.name)
     host = urlsplit(first.uri).hostname
     if host:
         lines.append(f"hint: if the agent changed on purpose, try it with this host live and pin the run: "
                      f"spoolproxy test --case {case.name} --live {host} --pin")
     return f"{len(bad)} {what} not in the cassette, first: {first.method} {first.uri}{near}", lines
+
+
+#: JSON paths under these top-level keys hold the conversation (messages, tool results):
+#: ignoring them in a regression run would hide exactly what the agent changed.
+CONVERSATION_KEYS = ("messages", "input", "contents", "prompt", "system", "instructions", "tools")
+_SUGGESTION_RE = re.compile(r"^--(normalize|ignore-json-path) (.+)$")
+
+
+def regression_lines(r: RequestOutcome, case_name: str) -> list[str]:
+    """A miss or divergence rendered for ``spoolproxy test``: playback's ``to match, add:``
+    line becomes an ``annotate`` command for the flags ``test`` honours (``--normalize``, and
+    ``--ignore-json-path`` only outside the conversation: a changed message or tool result is
+    a real change, to re-pin with ``--live HOST --pin``); an exhausted interaction (the agent
+    sent a request more often than recorded) never suggests ``--allow-repeats``."""
+    lines: list[str] = []
+    for line in r.render():
+        if "use --allow-repeats" in line:
+            line = line.split(";")[0] + ("; the run sent this request more often than the recording did "
+                                         "(a repeated request is never served twice in a regression run)")
+        elif line.strip().startswith("to match, add:"):
+            kept = [f for f in r.suggestions if _keep_suggestion(f)]
+            if not kept:
+                continue
+            verified = " (verified: then it matches exactly)" if r.suggestion_verified and kept == r.suggestions else ""
+            line = (f"  if that part is volatile, not a change: spoolproxy annotate {case_name} {' '.join(kept)}"
+                    f"{verified} (or spoolproxy test {' '.join(kept)})")
+        elif line.endswith(" again (--allow-repeats)"):
+            line = line.removesuffix(" (--allow-repeats)")
+        lines.append(line)
+    return lines
+
+
+def _keep_suggestion(flag: str) -> bool:
+    m = _SUGGESTION_RE.match(flag)
+    if m is None:
+        return False
+    if m.group(1) == "normalize":
+        return True
+    path = m.group(2).strip("'")
+    top = re.match(r"^\$\.?\[?[\"']?([A-Za-z0-9_-]+)", path)
+    return bool(top) and top.group(1) not in CONVERSATION_KEYS
 
 
 def check_assertions(case: Case, transcript: Transcript) -> list[str]:

@@ -41,6 +41,8 @@ class RunOptions:
     cases too.  ``repeat``: run each case this many times (a live LLM is not deterministic);
     it passes only when every run passes, and only then is it pinned.  ``jobs``: cases run
     in parallel, each in its own ``spoolproxy test --case NAME`` process (own proxy).
+    ``normalize`` / ``ignore_json_paths`` / ``match_headers``: matching settings added to every
+    case's (see :mod:`.matching`).
     """
 
     live: tuple[str, ...] | None = None
@@ -54,6 +56,9 @@ class RunOptions:
     runs_dir: Path | None = None
     repeat: int = 1
     jobs: int = 1
+    normalize: tuple[str, ...] = ()
+    ignore_json_paths: tuple[str, ...] = ()
+    match_headers: tuple[str, ...] = ()
     _stamps: set[str] = field(default_factory=set)
 
 
@@ -111,13 +116,17 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         live = opts.live if opts.live is not None else tuple(case.routing.live)
         meta = CassetteMeta(recorder="spoolproxy test", record_mode="none", command=list(case.command.argv),
                             cwd=str(cwd), extra={"case": case.name, "live": list(live), "replayed_from": case.cassette})
+        from ..config import find_config
         from .engine import Engine
+        from .matching import case_match_options, project_match_options
 
+        options = case_match_options(case, project_match_options(find_config(root)), normalize=opts.normalize,
+                                     ignore_json_paths=opts.ignore_json_paths, match_headers=opts.match_headers)
         own = engine is None
         engine = engine or Engine(connect_to=opts.connect_to, upstream_ca=opts.upstream_ca)
         try:
             played = engine.play(argv, cwd=cwd, cassette=cassette, artifact=artifact, match=case.match, live=live,
-                                 timeout_s=opts.timeout_s, meta=meta, env=opts.env)
+                                 timeout_s=opts.timeout_s, meta=meta, env=opts.env, options=options)
         finally:
             if own:
                 engine.close()
@@ -131,8 +140,6 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         if played.timed_out:
             raise SpoolError(f"the command did not finish within {opts.timeout_s:g} s (output: {runs / (stamp + '.log')})")
         from ..detectors import analyze, build_transcript, load_detect_config
-
-        from ..config import find_config
 
         config = load_detect_config(find_config(root))  # the project's [detect] table
         try:
@@ -267,6 +274,12 @@ def _in_worker(case: Case, path: Path, suite: Path, opts: RunOptions) -> CaseRes
         argv += ["--upstream-ca", str(opts.upstream_ca)]
     if opts.pin:
         argv.append("--pin")
+    for rx in opts.normalize:
+        argv += ["--normalize", rx]
+    for path in opts.ignore_json_paths:
+        argv += ["--ignore-json-path", path]
+    for name in opts.match_headers:
+        argv += ["--match-header", name]
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, env=opts.env)
     try:
