@@ -5,9 +5,10 @@ every divergence and miss with its diff, the unused interactions and the summary
 exit with CMD's status.  Without CMD: print the ``export`` lines and serve until
 SIGINT/SIGTERM; the control endpoint (``spoolproxy.replayer.control``) switches cassettes.
 
-Exit status: CMD's status (0 standalone); :data:`STRICT_EXIT` (3) under ``--strict`` when
-any request missed or diverged or any recorded interaction went unused; 2 for bad input
-(a corrupt cassette: nothing is served).
+Exit status: CMD's status (0 standalone); when CMD succeeded (or standalone),
+:data:`STRICT_EXIT` (3) under ``--strict`` when any request missed, diverged or was served
+with a warning, or any recorded interaction went unused (CMD's own non-zero status wins over
+3); 2 for bad input (a corrupt cassette or a missing side body file: nothing is served).
 
 Options may also come from the ``[playback]`` table of spoolproxy.toml
 (:class:`PlaybackTable`); command-line values are added to list options and override others.
@@ -140,7 +141,11 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
     say(f"spoolproxy: serving {n} interaction{'s' if n != 1 else ''} from {len(session._names)} cassette(s)")
     code: int | None = None
     try:
-        code = run_session(proxy, runner, banner="Playback")
+        if proxy.command:
+            code = run_session(proxy, runner, banner="Playback")
+        else:
+            _standalone(proxy, runner, "write the recording into the cassette and print the playback report"
+                        if recorder is not None else "print the playback report (playback writes no cassette)")
     except SpoolError:
         if not _started(runner):  # port in use etc.: just the one error line
             raise
@@ -150,10 +155,54 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
         _finish(recorder, runner, code, session, cfg, report_path, proxy, say)
         raise
     report = _finish(recorder, runner, code, session, cfg, report_path, proxy, say)
+    raise SystemExit(exit_status(code, strict, report, say))
+
+
+def exit_status(code: int | None, strict: bool, report, say=lambda s: None) -> int:
+    """CMD's non-zero status wins (a CI log shows the test failure first); otherwise
+    STRICT_EXIT under ``strict`` when the report is not clean; otherwise CMD's status (0
+    standalone)."""
+    if code:
+        if strict and not report.clean:
+            say(f"spoolproxy: --strict: CMD exited {code}, which wins over {STRICT_EXIT} "
+                "(the report above also has misses, divergences, warnings or unused interactions)")
+        return code
     if strict and not report.clean:
-        click.echo(f"spoolproxy: --strict: exiting {STRICT_EXIT} (misses, divergences or unused interactions)", err=True)
-        raise SystemExit(STRICT_EXIT)
-    raise SystemExit(code or 0)
+        click.echo(f"spoolproxy: --strict: exiting {STRICT_EXIT} (misses, divergences, warnings or unused "
+                   "interactions)", err=True)
+        return STRICT_EXIT
+    return 0
+
+
+def _standalone(proxy: ProxySettings, runner, stop_note: str) -> None:
+    """Without CMD: start the proxy, print the ``export`` lines and serve until SIGINT /
+    SIGTERM (what :func:`~.common.run_session` does, with playback's own stop note)."""
+    import os
+    import signal
+    import threading
+
+    from ..proxy.child import export_lines
+    from .common import wait_for_signal
+
+    stop: list[int] = []
+    in_main = threading.current_thread() is threading.main_thread()
+    old = {signal.SIGTERM: signal.signal(signal.SIGTERM, lambda n, _f: stop.append(n))} if in_main else {}
+    try:
+        runner.start()
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+    try:
+        if stop:  # SIGTERM while mitmproxy started
+            return
+        env = proxy.env_for(runner, None)
+        click.echo(f"# spoolproxy: playback via {runner.proxy_url}; paste into another shell:")
+        for line in export_lines(env, os.environ):
+            click.echo(line)
+        click.echo(f"# press Ctrl-C (or send SIGTERM) to stop and {stop_note}")
+        wait_for_signal()
+    finally:
+        runner.stop()
 
 
 def _started(runner) -> bool:

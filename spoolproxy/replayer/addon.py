@@ -168,7 +168,8 @@ class Playback:
         try:
             body = read_body(entry.cassette, resp)
         except SpoolError as exc:
-            self._respond(flow, 400, {"content-type": "text/plain", "x-should-retry": "false"},
+            self.session.serve_failed(decision, str(exc))  # type: ignore[union-attr]
+            self._respond(flow, 400, {"content-type": "text/plain", "x-should-retry": "false", "x-spoolproxy": "miss"},
                           f"spoolproxy playback: {exc}\n".encode())
             return
         headers = [(k, v) for k, vs in resp.headers.items() if k.lower() not in HOP_HEADERS for v in vs]
@@ -216,8 +217,8 @@ class Playback:
                 doc = {"ok": True, "interactions": len(self.session.index),
                        "previous": closed.model_dump(mode="json") if closed else None}
                 status = 200
-            elif path == "/report" and method == "GET":
-                doc = self.session.report().model_dump(mode="json") if self.session else {}
+            elif path == "/report" and method == "GET":  # the cassettes loaded now (switch answers the previous)
+                doc = self.session.segment_report().model_dump(mode="json") if self.session else {}
                 status = 200
             elif path in ("", "/status") and method == "GET":
                 s = self.session

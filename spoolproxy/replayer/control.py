@@ -7,7 +7,9 @@ playback addon itself and never forwarded (plain HTTP, so any proxy-aware client
   serve these cassettes from now on.  Answers ``200`` with ``{"ok": true, "interactions": N,
   "previous": <report of the cassettes served until now>}``, or ``400`` with
   ``{"ok": false, "error": "..."}`` (the old cassettes stay loaded).
-* ``GET http://spoolproxy.control/report``: the report so far (all segments).
+* ``GET http://spoolproxy.control/report``: the report of the cassettes loaded now (the
+  requests since the last switch and their unused interactions; each switch's answer holds
+  the report of the cassettes it replaced, the end-of-run report holds every segment).
 * ``GET http://spoolproxy.control/status``: ``{"cassettes": [...], "interactions": N, "unused": N}``.
 
 Paths are resolved by the proxy process (relative to its working directory).
@@ -51,7 +53,8 @@ def switch(proxy_url: str, paths: Sequence[str | Path]) -> dict[str, Any]:
 
 
 def report(proxy_url: str) -> dict[str, Any]:
-    """The running proxy's report so far (a :class:`~.report.PlaybackReport` as a dict)."""
+    """The running proxy's report for the cassettes loaded now (a :class:`~.report.PlaybackReport`
+    as a dict; requests since the last :func:`switch`)."""
     import httpx
 
     try:

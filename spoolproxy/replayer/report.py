@@ -41,7 +41,11 @@ class RequestOutcome(BaseModel):
     closest recorded request for the same endpoint; ``reasons``: matcher messages;
     ``differences``: field-level body diff vs served/nearest; ``suggestions``: flags that
     would remove the body differences, ``suggestion_verified`` True when applying them all
-    makes the request match exactly; ``repeat``: served again under ``--allow-repeats``.
+    makes the request match exactly; ``repeat``: served again under ``--allow-repeats``;
+    ``warnings``: what the client got differs from what was recorded although the request
+    matched (a body elided at record time is served empty); they fail ``--strict`` like a
+    divergence.  A request whose recorded side body file could not be read at serve time is
+    a ``miss`` (the client got an error) with the reason in ``reasons``.
     """
 
     seq: int
@@ -55,10 +59,11 @@ class RequestOutcome(BaseModel):
     differences: list[Change] = Field(default_factory=list)
     suggestions: list[str] = Field(default_factory=list)
     suggestion_verified: bool | None = None
+    warnings: list[str] = Field(default_factory=list)
 
     def render(self) -> list[str]:
         """Human lines (used for divergences and misses at exit)."""
-        head = {"miss": "MISS", "divergence": "DIVERGENCE", "exact": "exact", "live": "live"}[self.outcome]
+        head = {"miss": "MISS", "divergence": "DIVERGENCE", "exact": "WARNING", "live": "live"}[self.outcome]
         lines = [f"{head} #{self.seq} {self.method} {self.uri}"]
         if self.served is not None:
             lines.append(f"  served {self.served.label()}" + (" again (--allow-repeats)" if self.repeat else ""))
@@ -75,6 +80,7 @@ class RequestOutcome(BaseModel):
                 else " (removes part of the difference)" if self.suggestion_verified is False else ""
             )
             lines.append(f"  to match, add: {' '.join(self.suggestions)}{verdict}")
+        lines += [f"  warning: {w}" for w in self.warnings]
         return lines
 
 
@@ -107,9 +113,15 @@ class PlaybackReport(BaseModel):
         return self.count("live")
 
     @property
+    def warned(self) -> int:
+        """Requests served with a warning (e.g. a body elided at record time)."""
+        return sum(1 for r in self.requests if r.warnings)
+
+    @property
     def clean(self) -> bool:
-        """True when nothing diverged, missed or stayed unused (what ``--strict`` requires)."""
-        return not (self.divergences or self.misses or self.unused)
+        """True when nothing diverged, missed, was served with a warning or stayed unused
+        (what ``--strict`` requires)."""
+        return not (self.divergences or self.misses or self.unused or self.warned)
 
     def summary_line(self) -> str:
         """``spoolproxy playback: served exactly N, served with divergence N, missed N, unused N``."""
@@ -117,14 +129,14 @@ class PlaybackReport(BaseModel):
             f"spoolproxy playback: served exactly {self.exact}, served with divergence {self.divergences}, "
             f"missed {self.misses}, unused {len(self.unused)}"
         )
-        return line + (f", live {self.live}" if self.live else "")
+        return line + (f", live {self.live}" if self.live else "") + (f", warnings {self.warned}" if self.warned else "")
 
     def render(self, *, max_unused: int = 20) -> str:
         """The end-of-run text: every divergence and miss with its diff, unused interactions,
         then the summary line."""
         lines: list[str] = []
         for r in self.requests:
-            if r.outcome in ("divergence", "miss"):
+            if r.outcome in ("divergence", "miss") or r.warnings:
                 lines += r.render()
         if self.unused:
             lines.append(f"never requested ({len(self.unused)}):")

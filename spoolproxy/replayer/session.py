@@ -69,7 +69,9 @@ def load_cassettes(paths: Iterable[str | Path], *, skip_bad: bool = False, missi
                 continue
             seen.add(f.resolve())
             try:
-                out.append(load(f))
+                cas = load(f)
+                check_side_bodies(cas)
+                out.append(cas)
             except CassetteError as exc:
                 if skip_bad:
                     skipped.append(str(exc))
@@ -79,6 +81,26 @@ def load_cassettes(paths: Iterable[str | Path], *, skip_bad: bool = False, missi
                     raise CassetteError(exc.path, msg, line=exc.line) from None
                 raise
     return out, skipped
+
+
+def check_side_bodies(cas: Cassette) -> None:
+    """Check that every side body file (``<cassette>.bodies/*.bin``) of ``cas`` exists and
+    has its recorded size (the sha256 is checked when the body is served).  Raises
+    CassetteError naming the side file and the interaction."""
+    base = cas.path.parent if cas.path else Path.cwd()
+    for n, it in enumerate(cas.interactions):
+        ref = it.response.body_ref if it.response is not None else None
+        if ref is None or not ref.file:
+            continue
+        f = base / ref.file
+        try:
+            size = f.stat().st_size
+        except OSError:
+            raise CassetteError(f, f"side body file of interaction {n} of {cas.path} is missing; "
+                                   "restore it or re-record the cassette") from None
+        if size != ref.size:
+            raise CassetteError(f, f"side body file of interaction {n} of {cas.path} has {size} bytes, "
+                                   f"the cassette says {ref.size}; restore it or re-record the cassette")
 
 
 @dataclass
@@ -92,6 +114,7 @@ class Decision:
 
     action: Literal["serve", "kill", "miss", "live"]
     lookup: Lookup | None = None
+    outcome: RequestOutcome | None = None  # the report entry of this request
 
 
 class PlaybackSession:
@@ -137,13 +160,26 @@ class PlaybackSession:
         if lookup.outcome == "miss" and self.config.record_mode == "new_episodes":
             self._add_live(request)
             return Decision("live", lookup)
-        self._add(lookup)
+        outcome = self._add(lookup)
         if lookup.outcome == "miss":
-            return Decision("miss", lookup)
+            return Decision("miss", lookup, outcome)
         it = lookup.entry.interaction  # type: ignore[union-attr]
         if it.response is None:
-            return Decision("kill", lookup)
-        return Decision("serve", lookup)
+            return Decision("kill", lookup, outcome)
+        ref = it.response.body_ref
+        if ref is not None and not ref.file:
+            outcome.warnings.append(f"body was elided at record time (--large-bodies elide, {ref.size} bytes "
+                                    "not stored): the client got an empty body")
+        return Decision("serve", lookup, outcome)
+
+    def serve_failed(self, decision: Decision, reason: str) -> None:
+        """The recorded response of ``decision`` could not be served (a side body file went
+        missing or changed since start-up): the request counts as a miss with ``reason``."""
+        if decision.outcome is None:
+            return
+        with self._lock:
+            decision.outcome.outcome = "miss"
+            decision.outcome.reasons.append(f"could not serve the recorded response: {reason}")
 
     def _add_live(self, request: Request) -> None:
         with self._lock:
@@ -154,7 +190,7 @@ class PlaybackSession:
                 )
             )
 
-    def _add(self, lk: Lookup) -> None:
+    def _add(self, lk: Lookup) -> RequestOutcome:
         with self._lock:
             self._outcomes.append(
                 RequestOutcome(
@@ -171,6 +207,7 @@ class PlaybackSession:
                     suggestion_verified=lk.verified,
                 )
             )
+            return self._outcomes[-1]
 
     # -- reports -------------------------------------------------------------------------
     def segment_report(self) -> PlaybackReport:
