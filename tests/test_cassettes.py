@@ -253,3 +253,38 @@ def test_a_cassette_cut_short_is_refused(tmp_path):
         assert any(w in str(exc.value) for w in ("truncated", "cut short", "invalid YAML", "interaction"))
     plain = yaml.safe_load(dumps(cas, plain=True))  # plain vcrpy files carry no count: accepted as they are
     assert "end_of_cassette" not in plain
+
+
+def test_redaction_by_header_name_field_and_echoed_value():
+    red = Redactor()
+    token = "glpat-" + "Zq9" * 7
+    client_secret = "cs_" + "k7" * 10
+    it = Interaction(
+        request=Request(
+            method="POST",
+            uri=f"https://auth.example/oauth/token?client_secret={client_secret}&X-Amz-Signature=ab12cd34ef56&page=2",
+            headers={"private-token": [token], "x-functions-key": ["fk12345678"], "Idempotency-Key": ["idem-123456"],
+                     "x-ratelimit-limit-tokens": ["1000"]},
+            body=f"grant_type=client_credentials&client_secret={client_secret}&password=hunter22".encode(),
+        ),
+        response=Response(
+            status=200,
+            headers={"content-type": ["application/json"]},
+            body=json.dumps({"access_token": "at_9x8y7z6w5v", "echo": token, "token": "Hello",
+                             "signature": "EqQBCkgIARABGAIiQ"}).encode(),
+        ),
+    )
+    out = red.interaction(it)
+    flat = out.model_dump_json()
+    for secret in (token, client_secret, "fk12345678", "hunter22", "at_9x8y7z6w5v", "ab12cd34ef56"):
+        assert secret not in flat, secret
+    # data that only looks like a credential name stays: idempotency keys, token counters,
+    # logprob tokens and Anthropic thinking signatures are needed for matching and replay
+    assert out.request.headers["Idempotency-Key"] == ["idem-123456"]
+    assert out.request.headers["x-ratelimit-limit-tokens"] == ["1000"]
+    body = json.loads(out.response.body)
+    assert body["token"] == "Hello" and body["signature"] == "EqQBCkgIARABGAIiQ"
+    assert body["echo"] == out.request.headers["private-token"][0]  # the echo gets the same placeholder
+    assert list(scan_interaction(0, out)) == []
+    kinds = {h.field for h in scan_interaction(0, it)}
+    assert {"request.body", "response.body", "request.headers.private-token"} <= kinds

@@ -53,6 +53,31 @@ KEY_SHAPES: tuple[tuple[str, str], ...] = (
     ("slack-token", r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
 )
 
+#: a header or query parameter whose *name* says it carries a secret (beyond the lists
+#: above): ``x-auth-token``, ``private-token``, ``x-functions-key``, ``client_secret``,
+#: ``X-Amz-Signature``, ``password`` ...  (``idempotency-key`` and ``*-tokens`` counters are not).
+SECRET_NAME_RE = re.compile(
+    r"(?:^|[-_.])(?:secret|password|passwd|credentials?|signature|sig|token|"
+    r"api[-_]?key|apikey|access[-_]?key|secret[-_]?key|subscription[-_]?key|functions[-_]?key|"
+    r"private[-_]?key|auth[-_]?token|access[-_]?token|api[-_]?token|refresh[-_]?token|id[-_]?token|"
+    r"session[-_]?token|security[-_]?token|private[-_]?token|client[-_]?secret)$",
+    re.I,
+)
+
+#: JSON keys and form fields whose string value is a secret, anywhere in a body (narrower
+#: than SECRET_NAME_RE: bare ``token``/``signature`` are data in LLM traffic, e.g. logprobs
+#: and Anthropic thinking signatures).
+_FIELD_NAMES = (
+    r"password|passwd|client_secret|clientSecret|secret_key|secretKey|api_key|apiKey|access_token|accessToken|"
+    r"refresh_token|refreshToken|id_token|auth_token|authToken|session_token|aws_secret_access_key|"
+    r"aws_session_token|private_key|privateKey"
+)
+FIELD_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("field", r'"(?:' + _FIELD_NAMES + r')"\s*:\s*"((?:[^"\\]|\\.){4,})"'),
+    ("field", r"(?:^|[?&])(?:" + _FIELD_NAMES + r"|secret)=([^&\s\"']{4,})"),
+    ("telegram-token", r"(?<![0-9])([0-9]{8,10}:[A-Za-z0-9_\-]{35})(?![A-Za-z0-9_\-])"),
+)
+
 #: any placeholder this module writes (also matches the bare word ``REDACTED``).
 PLACEHOLDER_RE = re.compile(r"REDACTED(?:-[a-z0-9]+(?:-[a-z0-9]+)*)?")
 _PLACEHOLDER_B = re.compile(PLACEHOLDER_RE.pattern.encode())
@@ -90,7 +115,7 @@ class Redactor:
     def __post_init__(self) -> None:
         self._headers = frozenset(h.lower() for h in (*SECRET_HEADERS, *self.extra_headers))
         self._query = frozenset(q.lower() for q in (*SECRET_QUERY, *self.extra_query))
-        pats = [(kind, re.compile(p.encode())) for kind, p in KEY_SHAPES]
+        pats = [(kind, re.compile(p.encode())) for kind, p in (*KEY_SHAPES, *FIELD_PATTERNS)]
         for i, p in enumerate(self.extra_patterns):
             try:
                 pats.append(("custom", re.compile(p.encode())))
@@ -134,8 +159,16 @@ class Redactor:
             return m.group(0)
         return placeholder(kind, m.group(0)).encode()
 
+    def is_secret_header(self, name: str) -> bool:
+        """True for a header whose value is a credential (by list or by name)."""
+        return name.lower() in self._headers or bool(SECRET_NAME_RE.search(name))
+
+    def is_secret_query(self, name: str) -> bool:
+        """True for a query parameter whose value is a credential (by list or by name)."""
+        return name.lower() in self._query or bool(SECRET_NAME_RE.search(name))
+
     def header_value(self, name: str, value: str) -> str:
-        if name.lower() not in self._headers:
+        if not self.is_secret_header(name):
             return self.text(value)
         if PLACEHOLDER_RE.fullmatch(value.split(" ", 1)[-1]):
             return value
@@ -152,9 +185,9 @@ class Redactor:
         parts = urlsplit(uri)
         if parts.query:
             pairs = parse_qsl(parts.query, keep_blank_values=True)
-            if any(k.lower() in self._query for k, _ in pairs):
+            if any(self.is_secret_query(k) for k, _ in pairs):
                 q = "&".join(
-                    f"{quote(k, safe='')}={placeholder('query', v) if k.lower() in self._query and not PLACEHOLDER_RE.fullmatch(v) else quote(v, safe='')}"
+                    f"{quote(k, safe='')}={placeholder('query', v) if self.is_secret_query(k) and not PLACEHOLDER_RE.fullmatch(v) else quote(v, safe='')}"
                     for k, v in pairs
                 )
                 parts = parts._replace(query=q)
@@ -175,13 +208,55 @@ class Redactor:
         return resp.model_copy(update={"headers": self.headers(resp.headers), "body": body, "chunks": chunks})
 
     def interaction(self, it: Interaction) -> Interaction:
+        """Redact by position (headers, query, key shapes, fields), then by value: a secret
+        found in a credential header or query parameter is also replaced wherever else the
+        interaction repeats it (an echo in a response body, a redirect URL)."""
         update: dict = {"request": self.request(it.request)}
         if it.response is not None:
             update["response"] = self.response(it.response)
+        learned = self._learned(it.request)
+        if learned:
+            update = {k: _replace_values(v, learned) for k, v in update.items()}
         return it.model_copy(update=update)
+
+    def _learned(self, req: Request) -> dict[bytes, bytes]:
+        """secret value -> its placeholder, for credential headers and query parameters."""
+        found: dict[bytes, bytes] = {}
+        for k, vs in req.headers.items():
+            if self.is_secret_header(k):
+                for v in vs:
+                    cred = v.partition(" ")[2] if " " in v else v
+                    if len(cred) >= 6 and not PLACEHOLDER_RE.fullmatch(cred):
+                        found[cred.encode("utf-8", "surrogateescape")] = placeholder(k.lower(), cred).encode()
+        for k, v in parse_qsl(req.url.query, keep_blank_values=True):
+            if self.is_secret_query(k) and len(v) >= 6 and not PLACEHOLDER_RE.fullmatch(v):
+                found[v.encode("utf-8", "surrogateescape")] = placeholder("query", v).encode()
+        return found
 
     def cassette(self, cas: Cassette) -> Cassette:
         return cas.model_copy(update={"interactions": [self.interaction(i) for i in cas.interactions]})
+
+
+def _replace_values(obj, learned: dict[bytes, bytes]):
+    """``obj`` (a Request or Response) with every learned secret value replaced."""
+    def sub(data: bytes) -> bytes:
+        for secret, ph in learned.items():
+            if secret in data:
+                data = data.replace(secret, ph)
+        return data
+
+    def sub_s(text: str) -> str:
+        return sub(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+
+    update = {
+        "headers": {k: [sub_s(v) for v in vs] for k, vs in obj.headers.items()},
+        "body": sub(obj.body),
+    }
+    if isinstance(obj, Request):
+        update["uri"] = sub_s(obj.uri)
+    elif obj.chunks and len(update["body"]) != len(obj.body):
+        update["chunks"] = [obj.chunks[0].model_copy(update={"size": len(update["body"])})]
+    return obj.model_copy(update=update)
 
 
 def _rechunk(old: bytes, new: bytes, chunks, red: "Redactor"):
@@ -227,13 +302,13 @@ def scan_interaction(index: int, it: Interaction, red: Redactor | None = None) -
                     s = secret.decode("utf-8", "replace")
                     yield SecretHit(index, where, kind, s[:6] + "…" + f"({len(s)} chars)")
     for k, vs in req.headers.items():
-        if k.lower() in red._headers:
+        if red.is_secret_header(k):
             for v in vs:
                 cred = v.split(" ", 1)[-1]
                 if _looks_secret(cred) and not PLACEHOLDER_RE.search(cred):
                     yield SecretHit(index, f"request.headers.{k}", "credential-header", cred[:4] + "…")
     for k, v in parse_qsl(req.url.query, keep_blank_values=True):
-        if k.lower() in red._query and _looks_secret(v) and not PLACEHOLDER_RE.search(v):
+        if red.is_secret_query(k) and _looks_secret(v) and not PLACEHOLDER_RE.search(v):
             yield SecretHit(index, f"request.uri?{k}", "credential-query", v[:4] + "…")
 
 
