@@ -170,7 +170,8 @@ def test_judge_orders_the_outcomes(project: Path) -> None:
     out, why, lines = judge(case, _report("exact", "miss"), analyze(v1), build_transcript(v1), **kw)
     assert out == "unreplayable" and "not in the cassette" in why and any("MISS" in ln for ln in lines)
     diverged = case.model_copy(update={"match": "default"})
-    assert judge(diverged, _report("divergence"), analyze(v2), build_transcript(v2), **kw)[0] == "passes"
+    out, _, lines = judge(diverged, _report("divergence"), analyze(v2), build_transcript(v2), **kw)
+    assert out == "passes" and any(ln.startswith("DIVERGENCE #1") for ln in lines)  # listed in the details
     assert judge(case, _report("divergence"), analyze(v2), build_transcript(v2), **kw)[0] == "unreplayable"
     strict = case.model_copy(update={"assertions": Assertions(final_answer_matches=r"RF-\d+", tools_called=["nope"])})
     out, why, lines = judge(strict, _report("exact"), analyze(v2), build_transcript(v2), **kw)

@@ -187,6 +187,9 @@ def judge(case: Case, playback: PlaybackReport, report: Report, transcript: Tran
     errors = _error_level(report.findings)
     details = [f"{f.severity} {f.kind} (interactions {', '.join(map(str, f.interactions))}): {f.message}"
                for f in report.findings]
+    for r in playback.requests:  # under `match: default` divergences are served, and listed here
+        if r.outcome == "divergence":
+            details += regression_lines(r, case.name)
     sig = set(case.signature_kinds)
     back = [f for f in errors if f.kind in sig] if case.assertions.signature_absent else []
     if back:
