@@ -7,9 +7,11 @@ searched recursively.  Each hit is one line on stdout::
     cassettes/run.yaml: interaction 3: request.headers.authorization: openai-key sk-pro…(48 chars)
 
 The secret itself is never printed.  Exit status: 0 clean, 1 when anything secret-shaped
-was found, 2 when an input cannot be read or is not a cassette (one line per bad file on
-stderr).  Other YAML/JSON files met while walking a directory are scanned as plain text.  The shapes are those of :mod:`spoolproxy.cassettes.redact`, plus ``[redact]``
-in spoolproxy.toml and ``--pattern``.
+was found, 2 when an input cannot be read or is a damaged cassette (one line per bad file
+on stderr).  Other YAML/JSON files (suite cases, baselines, configs), named or met while
+walking a directory, are scanned as plain text, so a pre-commit hook may pass any file.
+The shapes are those of :mod:`spoolproxy.cassettes.redact`, plus ``[redact]`` in
+spoolproxy.toml and ``--pattern``.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def scan_bytes(path: Path, data: bytes, red: Redactor) -> Iterator[Hit]:
 def scan_file(kind: str, path: Path, red: Redactor, seen: set[Path]) -> list[Hit]:
     """All hits in one file.  A cassette's side body files are scanned with it unless
     already in *seen* (resolved paths; those scanned on their own), and added to it.  A
-    YAML/JSON file found in a directory that is not a cassette is scanned as plain text.
+    YAML/JSON file that is not a cassette is scanned as plain text.
 
     Raises CassetteError when the file cannot be read or is not a cassette/journal.
     """
@@ -110,8 +112,8 @@ def scan_file(kind: str, path: Path, red: Redactor, seen: set[Path]) -> list[Hit
         try:
             cas = load(path)
         except CassetteError as exc:
-            if kind == "found" and exc.problem.startswith("not a cassette"):
-                # some other YAML/JSON file in the directory: scan its text as it is
+            if exc.problem.startswith("not a cassette"):
+                # some other YAML/JSON file (a suite case, a baseline): scan its text as it is
                 return [Hit(path, None, "text", h.kind, h.excerpt) for h in scan_bytes(path, path.read_bytes(), red)]
             raise
     hits: list[Hit] = []
