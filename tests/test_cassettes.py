@@ -288,3 +288,12 @@ def test_redaction_by_header_name_field_and_echoed_value():
     assert list(scan_interaction(0, out)) == []
     kinds = {h.field for h in scan_interaction(0, it)}
     assert {"request.body", "response.body", "request.headers.private-token"} <= kinds
+
+
+def test_loading_a_crashed_recording_points_at_recover(tmp_path):
+    target = tmp_path / "crashed.yaml"
+    j = Journal(target, CassetteMeta(), Redactor())
+    j.append(0, _sse_interaction())
+    j.close(remove=False)
+    with pytest.raises(CassetteError, match="spoolproxy recover"):
+        load(target)

@@ -104,6 +104,12 @@ def load(path: str | Path) -> Cassette:
     try:
         data = p.read_bytes()
     except FileNotFoundError:
+        from .journal import journal_path
+
+        if journal_path(p).exists():
+            raise CassetteError(
+                p, f"not written yet, but the journal of an interrupted recording is beside it: run 'spoolproxy recover {p}'"
+            ) from None
         raise CassetteError(p, "no such cassette; check the path (record one with 'spoolproxy record')") from None
     except IsADirectoryError:
         raise CassetteError(p, "is a directory; pass a cassette file") from None
