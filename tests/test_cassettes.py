@@ -297,3 +297,18 @@ def test_loading_a_crashed_recording_points_at_recover(tmp_path):
     j.close(remove=False)
     with pytest.raises(CassetteError, match="spoolproxy recover"):
         load(target)
+
+
+def test_document_cache_evicts_oldest_entries(tmp_path):
+    import os as _os
+
+    from spoolproxy.cassettes import cache
+
+    d = tmp_path / "c"
+    d.mkdir()
+    for i in range(4):
+        f = d / f"{i}.json"
+        f.write_bytes(b"x" * 100)
+        _os.utime(f, (1000 + i, 1000 + i))
+    cache._evict(d, budget=250)
+    assert sorted(p.name for p in d.glob("*.json")) == ["2.json", "3.json"]

@@ -5,7 +5,7 @@ at hundreds of MB/s.  For a cassette file of at least :data:`MIN_SIZE` bytes, th
 document is kept as JSON under ``$SPOOLPROXY_CACHE`` (default ``~/.cache/spoolproxy/docs``,
 mode 0700), keyed by the sha256 of the file's bytes: an edited cassette is a new key, so
 the cache is never stale.  Content is exactly what the cassette holds (already redacted).
-``SPOOLPROXY_CACHE=off`` disables it.  Cache failures are never errors: the YAML is read.
+It keeps its newest entries within :data:`MAX_BYTES`. ``SPOOLPROXY_CACHE=off`` disables it.  Cache failures are never errors: the YAML is read.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Any
 from .jsonsafe import from_jsonable, to_jsonable
 
 MIN_SIZE = 256 * 1024
+#: the cache keeps its newest entries within this many bytes
+MAX_BYTES = 512 * 1024 * 1024
 _MISSING = object()
 
 
@@ -64,5 +66,16 @@ def put(data: bytes, doc: Any) -> None:
         tmp = entry.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, entry)
+        _evict(entry.parent)
     except (OSError, TypeError, ValueError):
         pass
+
+
+def _evict(d: Path, budget: int = MAX_BYTES) -> None:
+    """Delete the least recently written entries until the cache fits ``budget`` bytes."""
+    entries = sorted(((f.stat().st_mtime, f.stat().st_size, f) for f in d.glob("*.json")), reverse=True)
+    total = 0
+    for _, size, f in entries:
+        total += size
+        if total > budget:
+            f.unlink(missing_ok=True)
