@@ -96,10 +96,138 @@ def test_cli_records_curl_returns_its_exit_code_and_prints_summary(tmp_path, spo
 
 def test_cli_warns_loudly_when_nothing_went_through(tmp_path, spool_home):
     path = tmp_path / "empty.yaml"
-    proc = run_cli(["record", "-q", "-c", str(path), "--", sys.executable, "-c", "pass"], spool_home)
+    proc = run_cli(["record", "-c", str(path), "--", sys.executable, "-c", "pass"], spool_home)
     assert proc.returncode == 0
     assert "WARNING: nothing went through the proxy" in proc.stderr and "trust_env=True" in proc.stderr
     assert load(path).interactions == []
+    # -q: the same warning in one line, and nothing else (not even the summary)
+    quiet = run_cli(["record", "-q", "-c", str(tmp_path / "empty2.yaml"), "--", sys.executable, "-c", "pass"], spool_home)
+    assert quiet.returncode == 0
+    assert quiet.stderr.splitlines() == [
+        "spoolproxy: warning: nothing went through the proxy, the cassette has no interactions "
+        "(rerun without -q for the likely causes)"
+    ]
+    assert load(tmp_path / "empty2.yaml").interactions == []
+
+
+def test_quiet_prints_nothing_for_a_good_recording_and_loud_says_it_replaces(tmp_path, spool_home, fake_provider):
+    path = tmp_path / "q.yaml"
+    fetch = ["--", "curl", "-sS", "https://api.openai.com/v1/models"]
+    first = run_cli(["record", "-q", "-c", str(path), *_upstream(fake_provider), *fetch], spool_home)
+    assert first.returncode == 0 and first.stderr == ""
+    assert '"list"' in first.stdout and len(load(path)) == 1
+    loud = run_cli(["record", "-c", str(path), *_upstream(fake_provider), "--", "sh", "-c",
+                    "curl -sS https://api.openai.com/v1/models; curl -sS https://api.openai.com/v1/models"], spool_home)
+    assert loud.returncode == 0, loud.stderr
+    assert f"spoolproxy: replacing {path} (1 interaction)\n" in loud.stderr  # before the run: the old one is gone
+    assert loud.stderr.index("replacing") < loud.stderr.index("wrote")
+    assert len(load(path)) == 2  # record mode all: replaced, as vcrpy does
+
+
+def test_a_cassette_being_recorded_is_refused_to_a_second_record(tmp_path, spool_home, fake_provider):
+    """Two `record -c same.yaml`: the second exits 2 with one line before its CMD starts, and
+    the first one's recording (journal, then cassette) is untouched."""
+    path = tmp_path / "same.yaml"
+    marker = tmp_path / "second-ran"
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    first = spawn_cli(["record", "-q", "-c", str(path), *_upstream(fake_provider), "--",
+                       sys.executable, str(script), "2", "idle"], spool_home)
+    try:
+        _read_until(first, "idle")  # 2 interactions journalled, the child sleeps
+        second = run_cli(["record", "-c", str(path), *_upstream(fake_provider), "--", "touch", str(marker)], spool_home)
+        assert second.returncode == 2
+        line = _one_error_line(second)
+        assert str(path) in line and "being recorded by another spoolproxy process" in line and "--cassette" in line
+        assert not marker.exists()
+        assert not list(tmp_path.glob("same.recovered-*"))  # the live journal was not "recovered"
+        assert journal_path(path).exists()
+        os.kill(first.pid, signal.SIGTERM)
+        _, err = first.communicate(timeout=30)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    assert first.returncode == 128 + signal.SIGTERM, err
+    cas = load(path)
+    assert len(cas) == 2 and all(it.response.status == 200 for it in cas.interactions)
+    assert not journal_path(path).exists()
+
+
+def test_default_cassette_names_of_concurrent_runs_differ(tmp_path, spool_home):
+    procs = [spawn_cli(["record", "-q", "--", sys.executable, "-c", "pass"], spool_home, cwd=tmp_path) for _ in range(3)]
+    for p in procs:
+        p.communicate(timeout=60)
+        assert p.returncode == 0
+    made = sorted((tmp_path / "cassettes").glob("*.yaml"))
+    assert len(made) == 3 and all(load(m).interactions == [] for m in made)
+
+
+def test_default_cassette_path_gets_a_suffix_when_taken(tmp_path, monkeypatch):
+    from datetime import datetime, timezone
+
+    from spoolproxy.cli.record import default_cassette_path
+
+    monkeypatch.chdir(tmp_path)
+    now = datetime(2026, 12, 1, 8, 48, 2, 123456, tzinfo=timezone.utc)
+    first = default_cassette_path(now, pid=42)
+    assert first.as_posix() == "cassettes/20261201-084802-123-42.yaml"
+    first.parent.mkdir()
+    journal_path(first).write_text("")  # a recording in progress (or crashed) under that name
+    assert default_cassette_path(now, pid=42).as_posix() == "cassettes/20261201-084802-123-42-2.yaml"
+
+
+@pytest.mark.parametrize("sub", ["record", "playback"])
+def test_mistyped_option_is_a_usage_error_not_the_command(tmp_path, spool_home, sub):
+    marker = tmp_path / "ran"
+    proc = run_cli([sub, "--casette", str(tmp_path / "x.yaml"), "--", "touch", str(marker)], spool_home)
+    assert proc.returncode == 2
+    assert _one_error_line(proc) == "spoolproxy: error: no such option: --casette (did you mean --cassette?)"
+    assert not marker.exists() and not (tmp_path / "x.yaml").exists()
+    no_dashes = run_cli([sub, "--cassete=x.yaml", "touch", str(marker)], spool_home, cwd=tmp_path)
+    assert no_dashes.returncode == 2 and "no such option: --cassete (did you mean --cassette?)" in _one_error_line(no_dashes)
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_sigkill_of_record_takes_the_child_down(tmp_path, spool_home):
+    child_code = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
+    proc = spawn_cli(["record", "-q", "-c", str(tmp_path / "orphan.yaml"), "--", sys.executable, "-c", child_code],
+                     spool_home)
+    try:
+        child_pid = int(proc.stdout.readline())
+        assert _alive(child_pid)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        wait_for(lambda: not _alive(child_pid), what="the child to die with its parent")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_transport_failure_summary_names_the_port(tmp_path, spool_home):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: connections are refused
+    path = tmp_path / "refused.yaml"
+    proc = run_cli(["record", "-c", str(path), "--", "curl", "-sS", "-X", "POST", "-d", "{}",
+                    f"http://127.0.0.1:{port}/v1/search"], spool_home)
+    assert proc.returncode != 0  # curl saw its connection close
+    assert f"transport failures: 1 (refused POST 127.0.0.1:{port}/v1/search)" in proc.stderr
+    (it,) = load(path).interactions
+    assert it.error.kind == "refused"
 
 
 def test_sigkill_loses_at_most_the_in_flight_interaction(tmp_path, spool_home, fake_provider):

@@ -40,3 +40,18 @@ def test_replay_modes_need_a_cassette_path(tmp_path, spool_home):
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("spoolproxy: error:") and "--cassette" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_new_episodes_records_a_changed_prompt_instead_of_serving_the_old_answer(tmp_path, spool_home, fake_provider):
+    path = tmp_path / "changed.yaml"
+    first = run_cli(["record", "-c", str(path), *_upstream(fake_provider), "--", "sh", "-c", CURL % "old prompt"],
+                    spool_home)
+    assert first.returncode == 0, first.stderr
+    seen = len(fake_provider.requests_to("/chat/completions"))
+    changed = run_cli(["record", "--record-mode", "new_episodes", "-c", str(path), *_upstream(fake_provider), "--",
+                       "sh", "-c", CURL % "new prompt"], spool_home)
+    assert changed.returncode == 0, changed.stderr
+    assert "new prompt" in changed.stdout and "old prompt" not in changed.stdout  # upstream answered the new one
+    assert len(fake_provider.requests_to("/chat/completions")) == seen + 1
+    bodies = [i.request.body for i in load(path).interactions]
+    assert len(bodies) == 2 and b"old prompt" in bodies[0] and b"new prompt" in bodies[1]

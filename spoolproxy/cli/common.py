@@ -106,6 +106,8 @@ def proxy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         cmd = tuple(picked.pop("command_args"))
         if cmd and cmd[0] == "--":
             cmd = cmd[1:]
+        elif cmd and cmd[0].startswith("-") and cmd[0] != "-":
+            raise UsageError(unknown_option_message(cmd[0], _option_names()))
         if picked["port"] is not None and not 0 <= picked["port"] < 65536:
             raise UsageError(f"--port {picked['port']} is out of range 0-65535")
         settings = ProxySettings(
@@ -167,6 +169,32 @@ def proxy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for opt in options:
         wrapper = opt(wrapper)
     return wrapper
+
+
+def _option_names() -> list[str]:
+    """Every option name (``--cassette``, ``-c``...) of the command being invoked."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return []
+    names: list[str] = []
+    for param in ctx.command.get_params(ctx):
+        if isinstance(param, click.Option):
+            names += [*param.opts, *param.secondary_opts]
+    return names
+
+
+def unknown_option_message(word: str, names: list[str]) -> str:
+    """``no such option: --casette (did you mean --cassette?)`` for an option-like first
+    word of CMD that click passed through (CMD without ``--``; click drops a leading ``--``
+    itself, so a program whose name starts with ``-`` cannot be run); the suggestion is the
+    closest of ``names`` (difflib), omitted when none is close."""
+    import difflib
+
+    opt = word.split("=", 1)[0]
+    close = difflib.get_close_matches(opt, [n for n in names if n.startswith("--")] if opt.startswith("--") else names,
+                                      n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"no such option: {opt}{hint}"
 
 
 def parse_size(text: str) -> int:

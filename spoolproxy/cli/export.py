@@ -76,7 +76,11 @@ def command(cassette: Path, fmt: str, out: str) -> None:
     target = Path(out)
     if not plain:
         copy_side_files(cas, target)
-    save(cas, target, plain=plain)
+    try:
+        save(cas, target, plain=plain)
+    except CassetteError as exc:  # storage's message names --cassette; this command's option is -o
+        problem = str(exc.problem).replace("choose a writable --cassette path", "choose a writable -o/--output path")
+        raise CassetteError(exc.path, problem) from None
     kept = [i for i in cas.interactions if i.response is not None] if plain else cas.interactions
     note = ""
     if len(kept) != len(cas.interactions):

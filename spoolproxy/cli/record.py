@@ -4,8 +4,10 @@ With CMD: start the proxy, run CMD with the proxy and CA environment, wait for i
 the cassette, print a summary and exit with CMD's exit status.  Without CMD: print the
 ``export`` lines to paste into another shell and record until SIGINT/SIGTERM.
 
-The cassette defaults to ``cassettes/<UTC time>.yaml`` under the current directory.  Its
-path is checked for writability before CMD starts.  Every completed interaction is
+The cassette defaults to ``cassettes/<UTC time>-<ms>-<pid>.yaml`` under the current
+directory.  Its path is checked for writability before CMD starts; an existing cassette is
+replaced (``record_mode`` all, as vcrpy does) and ``record`` says so; a cassette another
+``spoolproxy record`` is recording right now is refused.  Every completed interaction is
 journalled (redacted, flushed) at once; after a crash the journal becomes the cassette on
 the next ``record`` of the same path (into ``<stem>.recovered-<time>.yaml``) or with
 ``spoolproxy recover``.
@@ -22,11 +24,12 @@ import click
 from .. import __version__, config
 from ..cassettes.model import CassetteMeta
 from ..cassettes.redact import Redactor
-from ..cassettes.storage import check_writable
+from ..cassettes.journal import journal_path
+from ..cassettes.storage import check_writable, load
 from ..errors import SpoolError
 from ..proxy.child import NO_PROXY_VARS
 from ..proxy.recorder import Recorder
-from ..proxy.summary import NOTHING_RECORDED, RunSummary
+from ..proxy.summary import NOTHING_RECORDED, NOTHING_RECORDED_SHORT, RunSummary
 from .common import COMMAND_CONTEXT, ProxySettings, parse_size, proxy_options, relative_cwd, run_session
 
 #: mitmproxy options for recording: connect upstream only when a request needs it, so a
@@ -34,15 +37,34 @@ from .common import COMMAND_CONTEXT, ProxySettings, parse_size, proxy_options, r
 RECORD_OPTIONS = {"connection_strategy": "lazy"}
 
 
-def default_cassette_path(now: datetime | None = None) -> Path:
-    """``cassettes/<YYYYmmdd-HHMMSS>.yaml`` (UTC) under the current directory."""
+def default_cassette_path(now: datetime | None = None, pid: int | None = None) -> Path:
+    """``cassettes/<YYYYmmdd-HHMMSS>-<ms>-<pid>.yaml`` (UTC) under the current directory.
+
+    Milliseconds and the process id make the name unique, so two runs started in the same
+    second never share a cassette; a ``-2``, ``-3``... suffix is added should the file or
+    its journal exist all the same."""
     now = now or datetime.now(timezone.utc)
-    return Path("cassettes") / f"{now.strftime('%Y%m%d-%H%M%S')}.yaml"
+    stem = f"{now.strftime('%Y%m%d-%H%M%S')}-{now.microsecond // 1000:03d}-{os.getpid() if pid is None else pid}"
+    path = Path("cassettes") / f"{stem}.yaml"
+    n = 1
+    while path.exists() or journal_path(path).exists():
+        n += 1
+        path = Path("cassettes") / f"{stem}-{n}.yaml"
+    return path
+
+
+def _existing_count(path: Path) -> str:
+    """``N interactions`` of the cassette at ``path`` (for the "replacing" note)."""
+    try:
+        n = len(load(path))
+    except SpoolError:
+        return "unreadable"
+    return f"{n} interaction{'s' if n != 1 else ''}"
 
 
 @click.command(context_settings=COMMAND_CONTEXT, short_help="Record a command's HTTP(S) traffic into a cassette.")
 @proxy_options
-@click.option("--cassette", "-c", type=click.Path(dir_okay=False), help="Cassette to write (default: cassettes/<UTC time>.yaml).")
+@click.option("--cassette", "-c", type=click.Path(dir_okay=False), help="Cassette to write (default: cassettes/<UTC time>-<ms>-<pid>.yaml).")
 @click.option("--max-body-size", default="10MB", show_default=True, help="Largest response body kept in the YAML.")
 @click.option(
     "--large-bodies", type=click.Choice(["spill", "elide"]), default="spill", show_default=True,
@@ -52,9 +74,10 @@ def default_cassette_path(now: datetime | None = None) -> Path:
 @click.option("--redact-pattern", multiple=True, metavar="REGEX", help="Also redact matches of this regex; group 1 if any (repeatable).")
 @click.option(
     "--record-mode", type=click.Choice(["all", "once", "new_episodes", "none"]), default="all", show_default=True,
-    help="vcrpy record modes: all records everything afresh; once records only when the cassette does not exist "
-    "yet, else replays it; new_episodes replays what matches and records the rest; none only replays "
-    "(the same as 'spoolproxy playback').",
+    help="vcrpy record modes: all records everything afresh (replacing the cassette); once records only when "
+    "the cassette does not exist yet, else replays it; new_episodes replays what matches and records the rest; "
+    "none only replays (the same as 'spoolproxy playback').  The replaying modes match requests exactly "
+    "(method, URL and body), so a changed request is recorded, not served the old response.",
 )
 def command(
     proxy: ProxySettings,
@@ -79,7 +102,8 @@ def command(
             raise SpoolError(f"--record-mode {record_mode} replays an existing cassette: give --cassette PATH")
         from .playback import serve
 
-        serve(proxy, cassettes=(str(path),), record_mode=record_mode)
+        # exact matching: a changed prompt is a new episode to record, not a divergence
+        serve(proxy, cassettes=(str(path),), record_mode=record_mode, match="exact")
         return
     check_writable(path)
     limit = parse_size(max_body_size)
@@ -96,12 +120,16 @@ def command(
     runner = proxy.make_runner([rec], options=RECORD_OPTIONS)
     say = (lambda s: None) if proxy.quiet else (lambda s: click.echo(s, err=True))
 
-    recovered = rec.open()
+    replacing = _existing_count(path) if path.is_file() else None
+    recovered = rec.open()  # refuses (CassetteError) when another process records this cassette
     if recovered:
         click.echo(
-            f"spoolproxy: recovered {recovered[1]} interactions of an interrupted recording of {path} into {recovered[0]}",
+            f"spoolproxy: warning: recovered {recovered[1]} interactions of an interrupted recording of {path} "
+            f"into {recovered[0]}",
             err=True,
         )
+    if replacing is not None:
+        say(f"spoolproxy: replacing {path} ({replacing})")
     inherited = [f"{n}={os.environ[n]}" for n in NO_PROXY_VARS if os.environ.get(n)]
     if inherited and proxy.command:
         say(f"spoolproxy: not passing {inherited[0]} on, so those hosts get recorded (use --no-proxy to exempt hosts)")
@@ -116,16 +144,19 @@ def command(
         if rec.count == 0:
             rec.abort()  # nothing ran: leave no cassette behind
             raise
-        _finish(rec, path, code, summary, say, proxy.config, runner)
+        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
         raise
     except BaseException:
-        _finish(rec, path, code, summary, say, proxy.config, runner)
+        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
         raise
-    _finish(rec, path, code, summary, say, proxy.config, runner)
+    _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
     raise SystemExit(code or 0)
 
 
-def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say, config_path=None, runner=None) -> None:
+def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say, config_path=None, runner=None,
+            *, quiet: bool = False) -> None:
+    """Write the cassette and print the summary (``say``) and warnings (always; one line
+    each under ``quiet``)."""
     cas = rec.finish(exit_code=code)
     say(f"spoolproxy: wrote {path} ({len(cas)} interaction{'s' if len(cas) != 1 else ''})")
     for line in summary.lines():
@@ -140,7 +171,7 @@ def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, sa
         click.echo(f"spoolproxy: warning: {len(errors)} internal error(s) while proxying, first: {errors[0]} "
                    "(rerun with --verbose for details)", err=True)
     if len(cas) == 0:
-        click.echo(NOTHING_RECORDED, err=True)
+        click.echo(NOTHING_RECORDED_SHORT if quiet else NOTHING_RECORDED, err=True)
 
 
 def _findings(cas, config_path, limit: int = 3) -> list[str]:

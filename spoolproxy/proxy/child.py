@@ -159,14 +159,16 @@ def run_child(argv: Sequence[str], env: Mapping[str, str]) -> int:
 
     SIGTERM and SIGINT received meanwhile are forwarded to the child (SIGINT only when
     the terminal did not already deliver it to the child's process group); the third
-    signal kills the child.  A child killed by signal N gives ``128 + N``.  Raises
+    signal kills the child.  A child killed by signal N gives ``128 + N``.  On Linux the
+    child gets SIGTERM should this process die first (even by SIGKILL), so it never runs on
+    as an orphan pointed at a dead proxy (:func:`parent_death_signal`).  Raises
     SpoolError with exit code 127 when the program is not found and 126 when it is not
     executable.
     """
     if not argv:
         raise SpoolError("no command given; put it after '--', e.g. spoolproxy record -- python agent.py")
     try:
-        child = subprocess.Popen(list(argv), env=dict(env))
+        child = subprocess.Popen(list(argv), env=dict(env), preexec_fn=parent_death_signal())
     except FileNotFoundError:
         raise SpoolError(f"command not found: {argv[0]}; check the name and PATH", exit_code=127) from None
     except PermissionError:
@@ -205,6 +207,37 @@ def run_child(argv: Sequence[str], env: Mapping[str, str]) -> int:
         for s, h in old.items():
             signal.signal(s, h)
     return 128 - code if code < 0 else code
+
+
+#: prctl(2) option: the signal the calling process gets when its parent thread dies
+PR_SET_PDEATHSIG = 1
+
+
+def parent_death_signal(signum: int = signal.SIGTERM):
+    """A ``preexec_fn`` that asks the kernel to send ``signum`` to the child when the thread
+    that started it dies (Linux ``prctl(PR_SET_PDEATHSIG)``), or None elsewhere or when
+    libc cannot be loaded.  Everything is looked up before the fork; the child only makes
+    the call, then checks that its parent did not die before it (no signal would come)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.restype = ctypes.c_int
+    parent = os.getpid()
+    args = (ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(int(signum)), ctypes.c_ulong(0), ctypes.c_ulong(0),
+            ctypes.c_ulong(0))
+    kill, getppid = os.kill, os.getppid
+
+    def preexec() -> None:
+        prctl(*args)
+        if getppid() != parent:  # the parent died between fork and prctl
+            kill(os.getpid(), signum)
+
+    return preexec
 
 
 def _in_main_thread() -> bool:

@@ -37,10 +37,11 @@ from pathlib import Path
 from typing import Callable
 
 from ..cassettes.bodies import decode_body
-from ..cassettes.journal import Journal, journal_path, read_journal
+from ..cassettes.journal import Journal, is_locked, journal_path, read_journal
 from ..cassettes.model import Cassette, CassetteMeta, Chunk, Failure, HeaderDict, Interaction, Request, Response, header_without
 from ..cassettes.redact import Redactor
 from ..cassettes.storage import save, side_dir
+from ..errors import CassetteError
 from .bodysink import DEFAULT_LIMIT, BodySink
 from .failures import classify
 from .summary import RunSummary
@@ -163,17 +164,28 @@ class Recorder:
     # -- set-up ------------------------------------------------------------------------
     def open(self) -> tuple[Path, int] | None:
         """Recover a stale journal of this cassette (returns (path, interactions) when one
-        was found) and start a fresh journal.  Idempotent."""
+        was found) and start a fresh journal.  Idempotent.
+
+        Raises CassetteError (one line) when another live ``spoolproxy record`` holds the
+        journal: its recording is left alone (never "recovered" under it), so call this
+        before CMD starts."""
         if self.journal is not None:
             return self.recovered
         jp = journal_path(self.path)
+        if is_locked(jp):
+            raise CassetteError(
+                self.path, "is being recorded by another spoolproxy process; use another --cassette"
+            )
         if jp.exists():
             cas = read_journal(jp)
             cas.meta.extra["recovered_from_journal"] = True
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             target = self.path.with_name(f"{self.path.stem}.recovered-{stamp}{self.path.suffix or '.yaml'}")
             save(cas, target)
-            jp.unlink()
+            if cas.meta.extra.get("damaged_journal_lines"):
+                jp.replace(jp.with_name(jp.name + ".damaged"))  # keep the evidence
+            else:
+                jp.unlink()
             self.recovered = (target, len(cas))
         self.journal = Journal(self.path, self.meta, self.redactor)
         return self.recovered

@@ -32,6 +32,26 @@ _OPENAI_PATHS = ("/chat/completions", "/completions", "/responses", "/embeddings
 _GEMINI_MODEL = re.compile(r"/models/([^/:]+):(?:stream)?[gG]enerateContent")
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def host_port(it: Interaction) -> str:
+    """``host`` of the request, with ``:port`` when the URL names a port other than its
+    scheme's default (``127.0.0.1:8080``; ``api.openai.com`` for https on 443); IPv6 hosts
+    in brackets."""
+    url = it.request.url
+    host = url.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = url.port
+    except ValueError:  # a malformed port: show the netloc as recorded
+        return url.netloc
+    if port is None or port == _DEFAULT_PORTS.get(url.scheme.lower()):
+        return host
+    return f"{host}:{port}"
+
+
 def provider_of(it: Interaction) -> str | None:
     """The LLM provider a model call goes to, or None for anything else (a plain HTTP
     call, or a provider endpoint that is not a model call, such as ``GET /v1/models``)."""
@@ -147,7 +167,7 @@ class RunSummary:
             if "event-stream" in ctype or "ndjson" in ctype or (resp.chunks and len(resp.chunks) > 1 and "json" not in ctype):
                 self.streams += 1
         if it.error is not None:
-            self.failures.append(f"{it.error.kind} {it.request.method} {it.request.host}{it.request.url.path}")
+            self.failures.append(f"{it.error.kind} {it.request.method} {host_port(it)}{it.request.url.path}")
         prov = provider_of(it)
         if prov is None:
             return
@@ -196,3 +216,10 @@ WARNING: nothing went through the proxy, the cassette has no interactions.
     --no-proxy-localhost;
   - a client that cannot use a proxy: use --reverse https://api.example.com and point its
     base URL at the printed local port."""
+
+
+#: :data:`NOTHING_RECORDED` in one line, for ``--quiet``
+NOTHING_RECORDED_SHORT = (
+    "spoolproxy: warning: nothing went through the proxy, the cassette has no interactions "
+    "(rerun without -q for the likely causes)"
+)
