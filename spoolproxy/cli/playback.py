@@ -61,7 +61,8 @@ def _table(path) -> PlaybackTable:
 @click.option("--match", type=click.Choice(["default", "exact"]), default=None,
               help="default: exact match, else the next unused interaction with the same method and URL "
               "(a divergence, as vcrpy does); exact: divergences become misses.  [default: default]")
-@click.option("--strict", is_flag=True, default=None, help=f"Exit {STRICT_EXIT} when anything missed, diverged or went unused.")
+@click.option("--strict", is_flag=True, default=None, help=f"Exit {STRICT_EXIT} when anything missed, diverged, was served with a warning or went unused "
+              "(when CMD succeeded: CMD's own non-zero status wins).")
 @click.option("--allow-repeats", is_flag=True, default=None, help="Serve an interaction again once its queue is used up.")
 @click.option("--ignore-json-path", multiple=True, metavar="PATH", help="Ignore this JSON path in request bodies ($.a.b, $.a[*].c, $.a[0]).")
 @click.option("--normalize", multiple=True, metavar="REGEX", help="Replace matches by a placeholder on both sides before matching.")
@@ -92,7 +93,7 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
           skip_bad=False) -> None:
     """Run playback with these settings (the body of ``spoolproxy playback``; ``record
     --record-mode once|new_episodes|none`` calls it too).  Exits through SystemExit with
-    CMD's status, or STRICT_EXIT under ``strict``."""
+    the status :func:`exit_status` picks (CMD's non-zero status wins over STRICT_EXIT)."""
     from ..cassettes.redact import Redactor
     from ..replayer.fingerprint import MatchOptions
     from ..replayer.session import PlaybackConfig, PlaybackSession
