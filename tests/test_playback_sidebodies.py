@@ -128,3 +128,19 @@ def test_strict_exit_3_only_when_cmd_succeeded(tmp_path, child_code, expected):
     assert "unused 1" in r.stderr
     if child_code:
         assert f"CMD exited {child_code}, which wins over 3" in r.stderr
+
+
+def test_request_body_stored_in_a_side_file_is_matched_exactly(tmp_path):
+    req = chat_req([{"role": "user", "content": "p" * 5000}])
+    side = tmp_path / "big.yaml.bodies"
+    side.mkdir()
+    (side / "0000-request-1.bin").write_bytes(req.body)
+    stored = req.model_copy(update={"body": b""})
+    ref = {"file": "big.yaml.bodies/0000-request-1.bin", "size": len(req.body),
+           "sha256": hashlib.sha256(req.body).hexdigest()}
+    path = write(tmp_path, "big.yaml", [Interaction(request=stored, response=completion("A"), extra={"request_body": ref})])
+    session = PlaybackSession(PlaybackConfig(cassettes=[path], match="exact"))
+    assert session.decide(req).lookup.outcome == "exact"
+    (side / "0000-request-1.bin").unlink()
+    with pytest.raises(CassetteError, match="request side body file of interaction 0 .* is missing"):
+        PlaybackSession(PlaybackConfig(cassettes=[path]))

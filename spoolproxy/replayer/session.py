@@ -85,10 +85,14 @@ def load_cassettes(paths: Iterable[str | Path], *, skip_bad: bool = False, missi
 
 def check_side_bodies(cas: Cassette) -> None:
     """Check that every side body file (``<cassette>.bodies/*.bin``) of ``cas`` exists and
-    has its recorded size (the sha256 is checked when the body is served).  Raises
+    has its recorded size (the sha256 is checked when the body is served), and read request
+    bodies stored outside (so they can be matched) into ``Request.body``.  Raises
     CassetteError naming the side file and the interaction."""
     base = cas.path.parent if cas.path else Path.cwd()
     for n, it in enumerate(cas.interactions):
+        req_ref = it.extra.get("request_body")
+        if isinstance(req_ref, dict) and req_ref.get("file") and not it.request.body:
+            it.request.body = _request_side_body(base / str(req_ref["file"]), req_ref.get("size"), n, cas)
         ref = it.response.body_ref if it.response is not None else None
         if ref is None or not ref.file:
             continue
@@ -101,6 +105,20 @@ def check_side_bodies(cas: Cassette) -> None:
         if size != ref.size:
             raise CassetteError(f, f"side body file of interaction {n} of {cas.path} has {size} bytes, "
                                    f"the cassette says {ref.size}; restore it or re-record the cassette")
+
+
+def _request_side_body(f: Path, size, n: int, cas: Cassette) -> bytes:
+    """The request body ``record`` stored outside the YAML (``spoolproxy.request_body``
+    extension), needed to match the request.  Raises CassetteError when missing or resized."""
+    try:
+        data = f.read_bytes()
+    except OSError:
+        raise CassetteError(f, f"request side body file of interaction {n} of {cas.path} is missing; "
+                               "restore it or re-record the cassette") from None
+    if isinstance(size, int) and len(data) != size:
+        raise CassetteError(f, f"request side body file of interaction {n} of {cas.path} has {len(data)} bytes, "
+                               f"the cassette says {size}; restore it or re-record the cassette")
+    return data
 
 
 @dataclass
