@@ -67,6 +67,8 @@ def _message(role: str, s, what: str, cut: str | None, detail: str, times: int) 
     ``LLM call POST host/path: LLM stream cut after 812 bytes (reset), status 200``."""
     head = f"{role} {s.method} {s.host}{_path(s.url)}"
     n = f" {times} times" if times > 1 else ""
+    if cut is not None and s.status is not None and s.status >= 400:
+        return f"{head} got {s.status}; {cut}{n}{detail}"
     if cut is not None:
         return f"{head}: {cut}, status {s.status}{n}{detail}"
     return f"{head} got {what}{n}{detail}"
