@@ -255,3 +255,18 @@ def test_upstream_proxy_urls():
     for bad in ("socks5://p:1080", "proxy.corp:3128", "http://p:notaport"):
         with pytest.raises(UsageError):
             parse_upstream_proxy(bad)
+
+
+def test_summary_failure_lines_name_non_default_ports():
+    from spoolproxy.cassettes.model import Failure
+    from spoolproxy.proxy.summary import host_port
+
+    def failed(uri: str) -> Interaction:
+        return Interaction(request=Request(method="POST", uri=uri), error=Failure(kind="reset", message="x", during="response"))
+
+    assert host_port(failed("https://api.openai.com/v1/x")) == "api.openai.com"
+    assert host_port(failed("http://127.0.0.1:80/v1/x")) == "127.0.0.1"
+    assert host_port(failed("https://[::1]:8443/v1/x")) == "[::1]:8443"
+    s = RunSummary()
+    s.add(failed("http://127.0.0.1:8080/v1/chat/completions"))
+    assert "transport failures: 1 (reset POST 127.0.0.1:8080/v1/chat/completions)" in s.lines()

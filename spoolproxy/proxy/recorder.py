@@ -177,6 +177,30 @@ class Recorder:
                 self.path, "is being recorded by another spoolproxy process; use another --cassette"
             )
         if jp.exists():
+            self.recovered = self._recover_stale(jp)
+        self.journal = Journal(self.path, self.meta, self.redactor)
+        return self.recovered
+
+    def _recover_stale(self, jp: Path) -> tuple[Path, int] | None:
+        """Turn the crashed run's journal ``jp`` into ``<stem>.recovered-<time>.yaml``,
+        holding its lock meanwhile (a recorder starting at the same moment cannot have its
+        new journal taken for a stale one).  Raises CassetteError when it is live."""
+        import fcntl
+        import os
+
+        try:
+            fd = os.open(jp, os.O_RDONLY)
+        except FileNotFoundError:
+            return None  # recovered by someone else meanwhile
+        except OSError as exc:
+            raise CassetteError(jp, f"cannot read the journal of an earlier recording: {exc.strerror}") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise CassetteError(
+                    self.path, "is being recorded by another spoolproxy process; use another --cassette"
+                ) from None
             cas = read_journal(jp)
             cas.meta.extra["recovered_from_journal"] = True
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -186,9 +210,9 @@ class Recorder:
                 jp.replace(jp.with_name(jp.name + ".damaged"))  # keep the evidence
             else:
                 jp.unlink()
-            self.recovered = (target, len(cas))
-        self.journal = Journal(self.path, self.meta, self.redactor)
-        return self.recovered
+            return target, len(cas)
+        finally:
+            os.close(fd)
 
     def running(self) -> None:
         self.open()
