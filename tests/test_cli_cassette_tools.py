@@ -3,6 +3,7 @@ cassettes load in stock vcrpy and replay through ``vcr.use_cassette`` + httpx.""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -54,6 +55,7 @@ def crashed_recording(cassette: Path, n: int) -> Path:
         j.append(seq, chat(seq))
     j._fh.write('{"seq": 99, "interaction": {"request": {"meth')  # torn write
     j._fh.flush()
+    fcntl.flock(j._fh.fileno(), fcntl.LOCK_UN)  # the kernel drops a dead recorder's lock
     return j.path
 
 
