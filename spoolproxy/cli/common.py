@@ -243,10 +243,11 @@ def run_session(
     banner: str = "Recording",
     echo: Callable[[str], None] | None = None,
     env_base: Mapping[str, str] | None = None,
+    stop_note: str = "write the cassette",
 ) -> int | None:
     """Start ``runner``, then run ``settings.command`` through it and return its exit
     status; without a command print the ``export`` lines and wait for SIGINT/SIGTERM
-    (returns None).  The proxy is stopped in every case.  SIGTERM during start-up still
+    (returns None; ``stop_note`` says what stopping does).  The proxy is stopped in every case.  SIGTERM during start-up still
     stops cleanly.  Raises SpoolError (port in use: exit 2; CMD not found: 127)."""
     say = echo or (lambda s: click.echo(s, err=True))
     if settings.command:
@@ -274,7 +275,7 @@ def run_session(
         click.echo(f"# spoolproxy: {banner.lower()} via {runner.proxy_url}; paste into another shell:")
         for line in export_lines(env, env_base if env_base is not None else os.environ):
             click.echo(line)
-        click.echo("# press Ctrl-C (or send SIGTERM) to stop and write the cassette", err=False)
+        click.echo(f"# press Ctrl-C (or send SIGTERM) to stop and {stop_note}", err=False)
         wait_for_signal()
         return None
     finally:

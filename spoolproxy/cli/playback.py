@@ -142,11 +142,11 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
     say(f"spoolproxy: serving {n} interaction{'s' if n != 1 else ''} from {len(session._names)} cassette(s)")
     code: int | None = None
     try:
-        if proxy.command:
-            code = run_session(proxy, runner, banner="Playback")
-        else:
-            _standalone(proxy, runner, "write the recording into the cassette and print the playback report"
-                        if recorder is not None else "print the playback report (playback writes no cassette)")
+        code = run_session(
+            proxy, runner, banner="Playback",
+            stop_note="write the recording into the cassette and print the playback report"
+            if recorder is not None else "print the playback report (playback writes no cassette)",
+        )
     except SpoolError:
         if not _started(runner):  # port in use etc.: just the one error line
             raise
@@ -173,37 +173,6 @@ def exit_status(code: int | None, strict: bool, report, say=lambda s: None) -> i
                    "interactions)", err=True)
         return STRICT_EXIT
     return 0
-
-
-def _standalone(proxy: ProxySettings, runner, stop_note: str) -> None:
-    """Without CMD: start the proxy, print the ``export`` lines and serve until SIGINT /
-    SIGTERM (what :func:`~.common.run_session` does, with playback's own stop note)."""
-    import os
-    import signal
-    import threading
-
-    from ..proxy.child import export_lines
-    from .common import wait_for_signal
-
-    stop: list[int] = []
-    in_main = threading.current_thread() is threading.main_thread()
-    old = {signal.SIGTERM: signal.signal(signal.SIGTERM, lambda n, _f: stop.append(n))} if in_main else {}
-    try:
-        runner.start()
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
-    try:
-        if stop:  # SIGTERM while mitmproxy started
-            return
-        env = proxy.env_for(runner, None)
-        click.echo(f"# spoolproxy: playback via {runner.proxy_url}; paste into another shell:")
-        for line in export_lines(env, os.environ):
-            click.echo(line)
-        click.echo(f"# press Ctrl-C (or send SIGTERM) to stop and {stop_note}")
-        wait_for_signal()
-    finally:
-        runner.stop()
 
 
 def _started(runner) -> bool:
