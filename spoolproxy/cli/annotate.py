@@ -17,6 +17,7 @@ import click
 from ..errors import UsageError
 from ..suite.files import DEFAULT_SUITE
 from ..suite.model import STATUSES
+from .suite_options import assertion_options
 
 
 def _case_path(arg: str, suite_dir: Path) -> Path:
@@ -31,12 +32,7 @@ def _case_path(arg: str, suite_dir: Path) -> Path:
 @click.option("--suite", "suite_dir", default=DEFAULT_SUITE, show_default=True, type=click.Path(path_type=Path),
               help="Suite directory used to find cases given by name.")
 @click.option("--status", type=click.Choice(STATUSES), default=None, help="New status.")
-@click.option("--final-answer-contains", "contains", multiple=True, metavar="TEXT",
-              help="Assert the final answer contains TEXT (repeatable).")
-@click.option("--final-answer-matches", "matches", default=None, metavar="REGEX",
-              help="Assert the final answer matches REGEX.")
-@click.option("--tool", "tools", multiple=True, metavar="NAME", help="Assert tool NAME is called (repeatable).")
-@click.option("--max-llm-calls", type=int, default=None, help="Assert at most N LLM calls.")
+@assertion_options
 @click.option("--live", multiple=True, metavar="GLOB", help="Set the case's live hosts (routing.live; repeatable).")
 @click.option("--match", type=click.Choice(["exact", "default"]), default=None,
               help="Matching for this case: exact (strict, the default) or default (vcrpy-compatible).")

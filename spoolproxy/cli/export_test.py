@@ -20,6 +20,7 @@ from ..cassettes import iter_paths
 from ..errors import SpoolError, UsageError
 from ..suite.files import DEFAULT_SUITE
 from ..suite.model import Assertions
+from .suite_options import assertion_options
 
 
 @click.command("export-test")
@@ -33,12 +34,7 @@ from ..suite.model import Assertions
 @click.option("--dedup", is_flag=True,
               help="Skip runs whose failure signature (kinds and messages, ids and numbers ignored) is already a case.")
 @click.option("--force", is_flag=True, help="Overwrite a case already exported from the same cassette.")
-@click.option("--final-answer-contains", "contains", multiple=True, metavar="TEXT",
-              help="Assert the final answer contains TEXT (repeatable).")
-@click.option("--final-answer-matches", "matches", default=None, metavar="REGEX",
-              help="Assert the final answer matches REGEX.")
-@click.option("--tool", "tools", multiple=True, metavar="NAME", help="Assert tool NAME is called (repeatable).")
-@click.option("--max-llm-calls", type=int, default=None, help="Assert at most N LLM calls.")
+@assertion_options
 def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, contains, matches, tools, max_llm_calls) -> None:
     """Turn failing runs (CASSETTE files or directories) into regression test cases."""
     from pydantic import ValidationError

@@ -23,7 +23,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from ..cassettes.model import Cassette, CassetteMeta
 from ..proxy.child import child_env
@@ -87,16 +87,11 @@ def record_block(cassette: str | Path, *, connect_to: Sequence[str] = (), upstre
     from ..proxy.recorder import Recorder
 
     recorder = Recorder(cassette, meta=CassetteMeta(recorder="spoolproxy pytest", record_mode="all"))
-    runner = ProxyRunner([recorder], connect_to=connect_to, upstream_ca=upstream_ca)
-    runner.start()
-    env = proxy_environ(runner, proxy_localhost=proxy_localhost)
-    session = BlockSession(runner.proxy_url, runner.ca.bundle, env)
-    try:
-        with patched_environ(env):
-            yield session
-    finally:
-        runner.stop()
+    def finish(session: BlockSession) -> None:
         session.cassette = recorder.finish()
+
+    with _proxied_block([recorder], connect_to, upstream_ca, proxy_localhost, on_stop=finish) as session:
+        yield session
 
 
 @contextmanager
@@ -113,7 +108,19 @@ def playback_block(*cassettes: str | Path, match: str = "default", live: Sequenc
 
     session_ = PlaybackSession(PlaybackConfig(cassettes=[str(c) for c in cassettes], match=match,  # type: ignore[arg-type]
                                               live=tuple(live)))
-    runner = ProxyRunner([Playback(session_)], connect_to=connect_to, upstream_ca=upstream_ca)
+    def finish(session: BlockSession) -> None:
+        session.report = session_.report()
+
+    with _proxied_block([Playback(session_)], connect_to, upstream_ca, proxy_localhost, on_stop=finish) as session:
+        yield session
+
+
+@contextmanager
+def _proxied_block(addons: list, connect_to: Sequence[str], upstream_ca: Path | None,
+                   proxy_localhost: bool, on_stop: Callable[[BlockSession], None]) -> Iterator[BlockSession]:
+    """Start a proxy with ``addons``, point this process's environment at it for the
+    block, then stop it and call ``on_stop(session)``."""
+    runner = ProxyRunner(addons, connect_to=connect_to, upstream_ca=upstream_ca)
     runner.start()
     env = proxy_environ(runner, proxy_localhost=proxy_localhost)
     session = BlockSession(runner.proxy_url, runner.ca.bundle, env)
@@ -122,4 +129,4 @@ def playback_block(*cassettes: str | Path, match: str = "default", live: Sequenc
             yield session
     finally:
         runner.stop()
-        session.report = session_.report()
+        on_stop(session)
