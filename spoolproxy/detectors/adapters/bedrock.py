@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 from ...cassettes.model import Interaction
 from ..models import Message, ModelCall, StreamInfo, Usage
-from .common import split_uri, tool_spec, content_text, error_of, make_tool_call, request_json, response_json, safe_int
+from .common import content_text, make_tool_call, request_json, response_json, safe_int, split_uri, tool_spec, unusable_response
 
 _PATH = re.compile(r"/model/([^/]+)/(converse|converse-stream)$")
 FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
@@ -96,14 +96,11 @@ def parse(it: Interaction, provider: str = "bedrock", req: Any = None) -> ModelC
     ic = req.get("inferenceConfig") if isinstance(req.get("inferenceConfig"), dict) else {}
     call = ModelCall(provider=provider, api="bedrock-converse", model=unquote(m.group(1)) if m else None, messages=msgs,
                      tools=tools, max_tokens=safe_int(ic.get("maxTokens")))
-    resp = it.response
     streaming = bool(m and m.group(2) == "converse-stream")
     call.stream.is_stream = streaming
-    if resp is None:
+    if unusable_response(call, it):
         return call
-    if resp.status >= 400 or not resp.body:
-        call.error, call.error_code = error_of(response_json(it))
-        return call
+    resp = it.response
     if not streaming:
         doc = response_json(it)
         if isinstance(doc, dict):

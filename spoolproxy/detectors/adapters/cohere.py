@@ -10,7 +10,7 @@ from typing import Any
 
 from ...cassettes.model import Interaction
 from ..models import Message, ModelCall, StreamInfo, Usage
-from .common import content_text, error_of, make_tool_call, request_json, response_json, safe_int
+from .common import content_text, make_tool_call, request_json, response_json, safe_int, unusable_response
 from .openai_chat import parse_tools
 from .sse import json_events, looks_like_sse, parse_sse
 
@@ -42,12 +42,9 @@ def parse(it: Interaction, provider: str = "cohere", req: Any = None) -> ModelCa
             msgs.append(msg)
     call = ModelCall(provider=provider, api="cohere-chat", model=req.get("model"), messages=msgs, tools=parse_tools(req),
                      max_tokens=safe_int(req.get("max_tokens")))
+    if unusable_response(call, it):
+        return call
     resp = it.response
-    if resp is None:
-        return call
-    if resp.status >= 400 or not resp.body:
-        call.error, call.error_code = error_of(response_json(it))
-        return call
     if looks_like_sse(resp.body, resp):
         info = StreamInfo(is_stream=True, format="sse")
         slots: list[dict] = []

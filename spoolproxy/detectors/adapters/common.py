@@ -145,3 +145,18 @@ def error_of(doc: Any) -> tuple[str | None, str | None]:
 
 def safe_int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def unusable_response(call, it: Interaction, stream: bool | None = None) -> bool:
+    """True when the interaction has no response body to parse (no response, an HTTP error
+    status, or an empty body); then ``call.error``/``call.error_code`` are set from the
+    provider's error object and, when ``stream`` is given, ``call.stream.is_stream``."""
+    resp = it.response
+    if resp is None:
+        return True
+    if resp.status >= 400 or not resp.body:
+        call.error, call.error_code = error_of(response_json(it))
+        if stream is not None:
+            call.stream.is_stream = stream
+        return True
+    return False

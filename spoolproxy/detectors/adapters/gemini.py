@@ -13,7 +13,7 @@ from typing import Any
 
 from ...cassettes.model import Interaction
 from ..models import Message, ModelCall, StreamInfo, ToolSpec, Usage
-from .common import split_uri, tool_spec, error_of, make_tool_call, request_json, response_json, safe_int
+from .common import error_of, make_tool_call, request_json, response_json, safe_int, split_uri, tool_spec, unusable_response
 from .sse import json_events, looks_like_sse, parse_json_array_stream, parse_sse
 
 API = "gemini-generateContent"
@@ -81,13 +81,10 @@ def parse(it: Interaction, provider: str = "gemini", req: Any = None) -> ModelCa
                      tools=parse_tools(req), max_tokens=safe_int(gc.get("maxOutputTokens")),
                      structured_output=gc.get("responseMimeType") == "application/json")
     streaming = bool(m and m.group(2) == "streamGenerateContent")
-    resp = it.response
     call.stream.is_stream = streaming
-    if resp is None:
+    if unusable_response(call, it):
         return call
-    if resp.status >= 400 or not resp.body:
-        call.error, call.error_code = error_of(response_json(it))
-        return call
+    resp = it.response
     info = StreamInfo(is_stream=streaming)
     if looks_like_sse(resp.body, resp):
         info.format = "sse"

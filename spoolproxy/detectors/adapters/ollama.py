@@ -11,7 +11,7 @@ from typing import Any
 
 from ...cassettes.model import Interaction
 from ..models import Message, ModelCall, StreamInfo, Usage
-from .common import split_uri, content_text, error_of, make_tool_call, request_json, response_json, safe_int
+from .common import content_text, make_tool_call, request_json, safe_int, split_uri, unusable_response
 from .openai_chat import parse_tools
 from .sse import parse_ndjson
 
@@ -45,12 +45,9 @@ def parse(it: Interaction, provider: str = "ollama", req: Any = None) -> ModelCa
     call = ModelCall(provider=provider, api="ollama-chat" if chat else "ollama-generate", model=req.get("model"),
                      messages=msgs, tools=parse_tools(req), max_tokens=safe_int(opts.get("num_predict")),
                      structured_output=bool(req.get("format")))
+    if unusable_response(call, it):
+        return call
     resp = it.response
-    if resp is None:
-        return call
-    if resp.status >= 400 or not resp.body:
-        call.error, call.error_code = error_of(response_json(it))
-        return call
     objs, _ = parse_ndjson(resp.body)
     info = StreamInfo(is_stream=len(objs) > 1 or req.get("stream", True) is not False, format="ndjson")
     n = 0

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...cassettes.model import Interaction
 from ..models import Message, ModelCall, StreamInfo, ToolSpec, Usage
-from .common import tool_spec, content_text, error_of, make_tool_call, request_json, response_json, safe_int
+from .common import content_text, error_of, make_tool_call, request_json, response_json, safe_int, tool_spec, unusable_response
 from .sse import json_events, looks_like_sse, parse_sse
 
 API = "openai-responses"
@@ -61,13 +61,9 @@ def parse(it: Interaction, provider: str = "openai", req: Any = None) -> ModelCa
     call = ModelCall(provider=provider, api=API, model=req.get("model"), messages=parse_request_messages(req),
                      tools=parse_tools(req), max_tokens=safe_int(req.get("max_output_tokens")),
                      structured_output=fmt.get("type") in ("json_schema", "json_object"))
+    if unusable_response(call, it, stream=bool(req.get("stream"))):
+        return call
     resp = it.response
-    if resp is None:
-        return call
-    if resp.status >= 400 or not resp.body:
-        call.error, call.error_code = error_of(response_json(it))
-        call.stream.is_stream = bool(req.get("stream"))
-        return call
     if looks_like_sse(resp.body, resp):
         _parse_stream(call, resp.body, it.error is not None)
     else:
