@@ -217,8 +217,10 @@ def parse_size(text: str) -> int:
     return int(value * mult)
 
 
-def wait_for_signal() -> int:
-    """Block until SIGINT or SIGTERM; return the signal number (main thread only)."""
+def wait_for_signal(on_armed: Callable[[], None] | None = None) -> int:
+    """Block until SIGINT or SIGTERM; return the signal number (main thread only).
+    ``on_armed`` runs once the handlers are in place (print "press Ctrl-C" there, so a
+    signal sent on seeing it cannot arrive before the handler)."""
     got: list[int] = []
     ev = threading.Event()
 
@@ -228,6 +230,8 @@ def wait_for_signal() -> int:
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        if on_armed is not None:
+            on_armed()
         while not ev.wait(0.5):
             pass
     finally:
@@ -275,8 +279,7 @@ def run_session(
         click.echo(f"# spoolproxy: {banner.lower()} via {runner.proxy_url}; paste into another shell:")
         for line in export_lines(env, env_base if env_base is not None else os.environ):
             click.echo(line)
-        click.echo(f"# press Ctrl-C (or send SIGTERM) to stop and {stop_note}", err=False)
-        wait_for_signal()
+        wait_for_signal(lambda: click.echo(f"# press Ctrl-C (or send SIGTERM) to stop and {stop_note}"))
         return None
     finally:
         runner.stop()
