@@ -77,7 +77,12 @@ class Usage(BaseModel):
 class StreamInfo(BaseModel):
     """How the response arrived: ``is_stream``; ``terminal_seen`` when the provider's
     terminal event arrived (``[DONE]``, ``message_stop``, ``response.completed``, Gemini
-    ``finishReason``, Ollama ``done: true``); ``complete`` when the stream is whole."""
+    ``finishReason`` over SSE or the closing ``]`` of the JSON array, Ollama ``done: true``,
+    Cohere ``message-end``, Bedrock ``messageStop``); ``finish_seen`` when a finish/stop
+    reason arrived; ``complete`` when the stream's own content is whole (its terminal event,
+    and for OpenAI Chat also a finish reason).  Completeness is decided from the content
+    alone: a connection that broke, or a client that hung up, after the terminal event does
+    not make a stream incomplete."""
 
     is_stream: bool = False
     format: str | None = None  # sse | ndjson | json-array | aws-eventstream
@@ -169,7 +174,8 @@ class Step(BaseModel):
     host: str
     status: int | None = None
     content_type: str = ""
-    transport_error: str | None = None
+    transport_error: str | None = None  # an upstream/transport failure (kind: message); never a client hang-up
+    client_closed: bool = False  # the client hung up after the response headers (see adapters.common.client_closed)
     duration_ms: float | None = None
     date: str | None = None
     llm: ModelCall | None = None
@@ -181,7 +187,17 @@ class Step(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return self.status is not None and self.status < 400 and self.transport_error is None
+        """A usable response: a status below 400 and no transport failure, or a failure
+        that came only after an LLM stream's content was complete."""
+        if self.status is None or self.status >= 400:
+            return False
+        return self.transport_error is None or self.delivered_before_failure
+
+    @property
+    def delivered_before_failure(self) -> bool:
+        """True when a transport failure hit an LLM stream whose content was already whole."""
+        return (self.transport_error is not None and self.llm is not None and self.llm.stream.is_stream
+                and self.llm.stream.complete)
 
 
 class FinalAnswer(BaseModel):

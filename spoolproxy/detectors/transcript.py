@@ -14,7 +14,7 @@ import fnmatch
 from typing import Any
 
 from ..cassettes.model import Cassette, parse_json
-from .adapters.common import content_type, header, split_uri
+from .adapters.common import client_closed, content_type, header, split_uri
 from .adapters.registry import classify
 from .models import FinalAnswer, ModelCall, Step, ToolCall, ToolResult, Transcript
 from .pricing import PRICES_AS_OF, cost_usd
@@ -32,10 +32,12 @@ def build_transcript(cassette: Cassette, output_tools: tuple[str, ...] | list[st
     for i, it in enumerate(cassette.interactions):
         kind, parsed = classify(it)
         r = it.response
+        closed = client_closed(it)
         step = Step(index=i, kind=kind, method=it.request.method, url=it.request.uri, host=split_uri(it.request.uri)[0],
                     status=r.status if r is not None else None, content_type=content_type(r),
-                    transport_error=f"{it.error.kind}: {it.error.message}".strip(": ") if it.error else None,
-                    duration_ms=it.duration_ms, date=header(r.headers, "date") if r is not None else None)
+                    transport_error=f"{it.error.kind}: {it.error.message}".strip(": ") if it.error and not closed else None,
+                    client_closed=closed, duration_ms=it.duration_ms,
+                    date=header(r.headers, "date") if r is not None else None)
         setattr(step, kind, parsed)
         steps.append(step)
     t = Transcript(cassette=str(cassette.path) if cassette.path else None, steps=steps, price_table_date=PRICES_AS_OF)

@@ -14,9 +14,15 @@ Life of a flow (mitmproxy hooks):
   ``record_max_body_size`` bytes, beyond which it is spilled to ``<cassette>.bodies/``
   (redacted on the way) or elided;
 * ``response`` / ``error``: the interaction (with a :class:`Failure` for refused, DNS,
-  timeout, TLS or a stream cut mid-way) is redacted and appended to the journal (flushed; fsynced in
+  timeout, TLS or a stream cut mid-way by the upstream) is redacted and appended to the journal (flushed; fsynced in
   the background) before the client sees the end of a chunked or HTTP/2 response (an HTTP/1 Content-Length
   body is complete for the client with its last byte; its write is queued at once).
+
+A client that hangs up after the response headers (the openai SDK closes a stream once it
+read ``data: [DONE]``, often before the server's terminating chunk) is not an upstream
+failure: the interaction gets no ``error`` but the extension ``client_closed: {during:
+response, message}``, and its body is what arrived until then.  A client that hangs up
+before any response header is still recorded with a :class:`Failure` (it gave up waiting).
 
 On ``done`` (proxy shutdown) interactions still in flight are journalled as cut by the
 shutdown.  :meth:`Recorder.finish` then writes the cassette atomically from the journal
@@ -43,7 +49,7 @@ from ..cassettes.redact import Redactor
 from ..cassettes.storage import save, side_dir
 from ..errors import CassetteError
 from .bodysink import DEFAULT_LIMIT, BodySink
-from .failures import classify
+from .failures import classify, closed_by_client
 from .summary import RunSummary
 
 logger = logging.getLogger(__name__)
@@ -87,6 +93,7 @@ class _Capture:
     response_after_ms: float | None = None
     headers_at: float = 0.0  # time.perf_counter() when the response headers arrived
     request_body: dict | None = None  # a big request body stored outside (extension key)
+    client_closed: str | None = None  # mitmproxy's message when the client hung up mid-response
     done: bool = False
 
 
@@ -291,6 +298,10 @@ class Recorder:
         if cap is None:
             return
         msg = flow.error.msg if flow.error else "unknown error"
+        if cap.status is not None and closed_by_client(msg):
+            cap.client_closed = msg  # the client stopped reading: not an upstream failure
+            await self._complete(flow, None)
+            return
         failure = classify(msg, had_response=cap.status is not None, request_sent=cap.request is not None)
         if cap.status is None and self.upstream_errors == "close" and flow.killable:
             flow.kill()  # no 502 page: the client sees its connection close, as without a proxy
@@ -355,6 +366,8 @@ class Recorder:
             extra["request_body"] = cap.request_body
         if cap.response_after_ms is not None:
             extra["response_after_ms"] = round(cap.response_after_ms, 3)
+        if cap.client_closed is not None:
+            extra["client_closed"] = {"during": "response", "message": cap.client_closed}
         return Interaction(
             request=cap.request,
             response=response,

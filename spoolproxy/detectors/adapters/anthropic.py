@@ -82,7 +82,7 @@ def parse(it: Interaction, provider: str = "anthropic", req: Any = None) -> Mode
         return call
     resp = it.response
     if looks_like_sse(resp.body, resp):
-        _parse_stream(call, resp.body, it.error is not None)
+        _parse_stream(call, resp.body)
     else:
         doc = response_json(it)
         if isinstance(doc, dict):
@@ -118,7 +118,7 @@ def _finish(call: ModelCall, raw: Any) -> None:
         call.finish_reason = FINISH.get(str(raw), "other")  # type: ignore[assignment]
 
 
-def _parse_stream(call: ModelCall, body: bytes, cut: bool) -> None:
+def _parse_stream(call: ModelCall, body: bytes) -> None:
     info = StreamInfo(is_stream=True, format="sse")
     blocks: dict[int, dict] = {}
     partial: dict[int, list[str]] = {}
@@ -165,5 +165,5 @@ def _parse_stream(call: ModelCall, body: bytes, cut: bool) -> None:
         if t == "tool_use" and not raw and b.get("input"):
             raw = json.dumps(b["input"])
         _block(call, b, raw)
-    info.complete = info.terminal_seen and not cut
+    info.complete = info.terminal_seen
     call.stream = info

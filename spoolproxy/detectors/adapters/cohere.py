@@ -70,7 +70,7 @@ def parse(it: Interaction, provider: str = "cohere", req: Any = None) -> ModelCa
                 _finish(call, delta.get("finish_reason"))
                 call.usage = _usage(delta.get("usage"))
         call.tool_calls = [make_tool_call(s["id"], s["name"], "".join(s["args"])) for s in slots]
-        info.complete = info.terminal_seen and it.error is None
+        info.complete = info.terminal_seen
         call.stream = info
         return call
     doc = response_json(it)

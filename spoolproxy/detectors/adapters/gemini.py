@@ -136,7 +136,8 @@ def parse(it: Interaction, provider: str = "gemini", req: Any = None) -> ModelCa
                 call.finish_reason = FINISH.get(str(fr), "other")  # type: ignore[assignment]
     if call.finish_reason == "stop" and call.tool_calls:
         call.finish_reason = "tool_calls"
-    info.terminal_seen = info.finish_seen
-    info.complete = (info.finish_seen and closed and it.error is None) if streaming else True
+    # the terminal event: the closing ``]`` of a streamed JSON array, else the finish reason
+    info.terminal_seen = closed if info.format == "json-array" else info.finish_seen
+    info.complete = (info.finish_seen and closed) if streaming else True
     call.stream = info
     return call

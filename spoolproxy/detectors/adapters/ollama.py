@@ -71,6 +71,6 @@ def parse(it: Interaction, provider: str = "ollama", req: Any = None) -> ModelCa
             call.finish_reason_raw = raw
             call.finish_reason = "tool_calls" if call.tool_calls and raw == "stop" else FINISH.get(raw, "other")  # type: ignore[assignment]
             call.usage = Usage(input_tokens=safe_int(o.get("prompt_eval_count")), output_tokens=safe_int(o.get("eval_count")))
-    info.complete = info.terminal_seen and it.error is None
+    info.complete = info.terminal_seen
     call.stream = info
     return call

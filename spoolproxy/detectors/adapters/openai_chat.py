@@ -143,7 +143,7 @@ def parse(it: Interaction, provider: str | None = None, req: Any = None) -> Mode
             f["error"], f["error_code"] = error_of(response_json(it))
         f["stream"] = StreamInfo(is_stream=bool(req.get("stream")))
     elif looks_like_sse(resp.body, resp):
-        _parse_stream(f, resp.body, it.error is not None)
+        _parse_stream(f, resp.body)
     else:
         _parse_message(f, response_json(it))
     return ModelCall(**f)
@@ -184,7 +184,7 @@ def _finish(f: dict, raw: Any) -> None:
     f["finish_reason"] = FINISH.get(str(raw), "other")
 
 
-def _parse_stream(f: dict, body: bytes, cut: bool) -> None:
+def _parse_stream(f: dict, body: bytes) -> None:
     text: list[str] = []
     reasoning: list[str] = []
     refusal: list[str] = []
@@ -245,4 +245,4 @@ def _parse_stream(f: dict, body: bytes, cut: bool) -> None:
     f["refusal"] = "".join(refusal) or None
     f["tool_calls"] = [make_tool_call(calls[k]["id"], calls[k]["name"], "".join(calls[k]["args"])) for k in sorted(calls)]
     f["stream"] = StreamInfo(is_stream=True, format="sse", events=len(events), terminal_seen=done, finish_seen=finish_seen,
-                             complete=finish_seen and done and not cut)
+                             complete=finish_seen and done)

@@ -65,7 +65,7 @@ def parse(it: Interaction, provider: str = "openai", req: Any = None) -> ModelCa
         return call
     resp = it.response
     if looks_like_sse(resp.body, resp):
-        _parse_stream(call, resp.body, it.error is not None)
+        _parse_stream(call, resp.body)
     else:
         apply_response(call, response_json(it))
     return call
@@ -128,7 +128,7 @@ def _status(call: ModelCall, status: Any, details: Any) -> None:
         call.finish_reason = None  # queued / in_progress (background mode)
 
 
-def _parse_stream(call: ModelCall, body: bytes, cut: bool) -> None:
+def _parse_stream(call: ModelCall, body: bytes) -> None:
     info = StreamInfo(is_stream=True, format="sse")
     text: list[str] = []
     reasoning: list[str] = []
@@ -165,5 +165,5 @@ def _parse_stream(call: ModelCall, body: bytes, cut: bool) -> None:
     else:
         call.text, call.reasoning, call.tool_calls = "".join(text), "".join(reasoning), calls
         call.refusal = "".join(refusal) or None
-    info.complete = info.terminal_seen and not cut
+    info.complete = info.terminal_seen
     call.stream = info

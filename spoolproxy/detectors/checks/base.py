@@ -70,9 +70,9 @@ class Context:
         headers and then a transport failure mid-body (N: body bytes received, the word in
         parentheses: the failure kind), else None."""
         it = self.cassette.interactions[i]
-        if it.response is None or it.error is None:
-            return None
         step = self.steps[i]
+        if it.response is None or it.error is None or step.transport_error is None:
+            return None  # no failure, or the client hung up (not a cut)
         what = "LLM stream" if step.llm is not None and step.llm.stream.is_stream else "LLM response" if step.kind == "llm" else "response body"
         size = it.response.body_ref.size if it.response.body_ref is not None else len(it.response.body)
         return f"{what} cut after {size} byte{'s' if size != 1 else ''} ({it.error.kind})"

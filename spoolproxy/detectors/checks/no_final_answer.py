@@ -43,7 +43,8 @@ def check(ctx: Context) -> list:
         why = f"the last LLM call reported an error: {call.error[:120]}"
         ev = [ctx.ev.quote(i, "response.body", call.error)]
     elif call.stream.is_stream and not call.stream.finish_seen:
-        why = "the last stream was cut before the model finished"
+        why = ("the client closed the last stream before the model finished" if s.client_closed
+               else "the last stream was cut before the model finished")
         lines = [ln for ln in ctx.body_text(i).splitlines() if ln.strip()]
         ev = [ctx.ev.quote(i, "response.body", lines[-1][-200:]) if lines else None]
     elif call.refusal or call.finish_reason in ("refusal", "content_filter"):
