@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .. import config
 from ..errors import SpoolError, UsageError
-from .common import COMMAND_CONTEXT, ProxySettings, proxy_options, run_session
+from .common import COMMAND_CONTEXT, CommandWithCmd, ProxySettings, proxy_options, run_session
 
 STRICT_EXIT = 3
 
@@ -54,7 +54,8 @@ def _table(path) -> PlaybackTable:
         raise UsageError(f"config [playback] {where}: {err['msg']}") from None
 
 
-@click.command(context_settings=COMMAND_CONTEXT, short_help="Serve cassettes to a command, offline, with explained misses.")
+@click.command(cls=CommandWithCmd, context_settings=COMMAND_CONTEXT,
+               short_help="Serve cassettes to a command, offline, with explained misses.")
 @proxy_options
 @click.option("--cassette", "-c", "cassettes", multiple=True, type=click.Path(), metavar="PATH",
               help="Cassette file or directory of cassettes to serve (repeatable).")

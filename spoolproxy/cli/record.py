@@ -26,15 +26,20 @@ from ..cassettes.model import CassetteMeta
 from ..cassettes.redact import Redactor
 from ..cassettes.journal import journal_path
 from ..cassettes.storage import check_writable, load
-from ..errors import SpoolError
+from ..errors import SpoolError, UsageError
 from ..proxy.child import NO_PROXY_VARS
 from ..proxy.recorder import Recorder
 from ..proxy.summary import NOTHING_RECORDED, NOTHING_RECORDED_SHORT, RunSummary
-from .common import COMMAND_CONTEXT, ProxySettings, parse_size, proxy_options, relative_cwd, run_session
+from .common import COMMAND_CONTEXT, CommandWithCmd, ProxySettings, parse_size, proxy_options, relative_cwd, run_session
 
 #: mitmproxy options for recording: connect upstream only when a request needs it, so a
 #: refused/unresolvable upstream is recorded against the real request (not the CONNECT).
 RECORD_OPTIONS = {"connection_strategy": "lazy"}
+
+#: bytes of CMD's stderr kept while it runs: redacted as a whole, then cut to the last
+#: STDERR_KEEP characters, so a secret near the cut is redacted before it could be halved
+STDERR_WINDOW = 8192
+STDERR_KEEP = 4096
 
 
 def default_cassette_path(now: datetime | None = None, pid: int | None = None) -> Path:
@@ -62,7 +67,8 @@ def _existing_count(path: Path) -> str:
     return f"{n} interaction{'s' if n != 1 else ''}"
 
 
-@click.command(context_settings=COMMAND_CONTEXT, short_help="Record a command's HTTP(S) traffic into a cassette.")
+@click.command(cls=CommandWithCmd, context_settings=COMMAND_CONTEXT,
+               short_help="Record a command's HTTP(S) traffic into a cassette.")
 @proxy_options
 @click.option("--cassette", "-c", type=click.Path(dir_okay=False), help="Cassette to write (default: cassettes/<UTC time>-<ms>-<pid>.yaml).")
 @click.option("--max-body-size", default="10MB", show_default=True, help="Largest response body kept in the YAML.")
@@ -79,6 +85,8 @@ def _existing_count(path: Path) -> str:
     "none only replays (the same as 'spoolproxy playback').  The replaying modes match requests exactly "
     "(method, URL and body), so a changed request is recorded, not served the old response.",
 )
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Stop CMD after SECONDS (SIGTERM, then SIGKILL 5 s later); the cassette says it timed out.")
 def command(
     proxy: ProxySettings,
     cassette: str | None,
@@ -87,6 +95,7 @@ def command(
     redact_header: tuple[str, ...],
     redact_pattern: tuple[str, ...],
     record_mode: str,
+    timeout_s: float | None,
 ) -> None:
     """Record CMD's HTTP(S) traffic into a cassette (YAML, vcrpy layout).
 
@@ -95,7 +104,13 @@ def command(
       spoolproxy record --cassette cassettes/run.yaml -- pytest -x
       spoolproxy record --cassette run.yaml          # standalone: prints export lines
       spoolproxy record --reverse https://api.openai.com -- node agent.js
+
+    CMD's exit status, the signal that killed it, a --timeout it overran and the last 4 KB
+    of its stderr (redacted; the stderr still reaches the terminal as it comes) are kept in
+    the cassette: detect reports a crashed agent as agent_crashed.
     """
+    if timeout_s is not None and (not proxy.command or record_mode != "all"):
+        raise UsageError("--timeout stops CMD while it is recorded: give CMD after '--' (record mode all)")
     path = Path(cassette) if cassette else default_cassette_path()
     if record_mode != "all":
         if not cassette:
@@ -138,30 +153,40 @@ def command(
         say(f"spoolproxy: connecting upstream directly, not via HTTPS_PROXY={outer} (use --upstream-proxy to chain)")
 
     code: int | None = None
+    ends: list = []  # how CMD ended (ChildEnd), set by run_session
+
+    def done() -> None:
+        end = ends[0] if ends else None
+        if end is not None and end.timed_out:
+            click.echo(f"spoolproxy: warning: CMD ran past --timeout {timeout_s:g} s and was stopped", err=True)
+        agent_end = end.meta(redactor, keep=STDERR_KEEP) if end is not None else None
+        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet, agent_end=agent_end)
+
     try:
-        code = run_session(proxy, runner, banner="Recording")
+        code = run_session(proxy, runner, banner="Recording", stderr_tail=STDERR_WINDOW, timeout_s=timeout_s,
+                           on_end=ends.append)
     except SpoolError:
-        if rec.count == 0:
+        if rec.count == 0 and not ends:
             rec.abort()  # nothing ran: leave no cassette behind
             raise
-        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+        done()
         raise
     except BaseException:
-        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+        done()
         raise
-    _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+    done()
     raise SystemExit(code or 0)
 
 
 def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say, config_path=None, runner=None,
-            *, quiet: bool = False) -> None:
+            *, quiet: bool = False, agent_end: dict | None = None) -> None:
     """Write the cassette and print the summary (``say``) and warnings (always; one line
     each under ``quiet``)."""
-    cas = rec.finish(exit_code=code)
+    cas = rec.finish(exit_code=code, agent_end=agent_end)
     say(f"spoolproxy: wrote {path} ({len(cas)} interaction{'s' if len(cas) != 1 else ''})")
     for line in summary.lines():
         say(f"  {line}")
-    if len(cas):
+    if len(cas) or code:
         for line in _findings(cas, config_path):
             say(f"  {line}")
     for err in rec.write_errors[:5]:

@@ -230,9 +230,10 @@ class Transcript(BaseModel):
 
 class Evidence(BaseModel):
     """A verbatim quote: ``quote`` is a substring of the field ``path`` of interaction
-    ``interaction`` (see :mod:`.evidence` for the path syntax)."""
+    ``interaction``, or of the cassette's metadata when ``interaction`` is None (the run
+    itself: ``meta.exit_code``, ``meta.agent_end.stderr_tail``); see :mod:`.evidence`."""
 
-    interaction: int
+    interaction: int | None
     path: str
     quote: str
 

@@ -402,10 +402,13 @@ class Recorder:
         if self.journal is not None:
             self.journal.close(remove=True)
 
-    def finish(self, exit_code: int | None = None) -> Cassette:
+    def finish(self, exit_code: int | None = None, agent_end: dict | None = None) -> Cassette:
         """Write the cassette atomically from the journal and remove the journal.
 
-        Call after the proxy stopped.  Returns the cassette as written (redacted).
+        Call after the proxy stopped.  ``exit_code``: the recorded command's exit status;
+        ``agent_end``: how it ended (``ChildEnd.meta()``: signal, timeout, the redacted end of
+        its stderr), kept as ``meta.extra["agent_end"]``.  Returns the cassette as written
+        (redacted).
         Raises CassetteError when the cassette cannot be written (the journal is kept
         then, for ``spoolproxy recover``).
         """
@@ -417,6 +420,8 @@ class Recorder:
         self.journal.close(remove=False)
         cas = read_journal(self.journal.path)
         cas.meta.exit_code = exit_code
+        if agent_end:
+            cas.meta.extra["agent_end"] = agent_end
         save(cas, self.path)
         self.journal.close(remove=True)
         cas.path = self.path
