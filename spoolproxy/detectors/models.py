@@ -61,14 +61,22 @@ class Message(BaseModel):
 
 
 class Usage(BaseModel):
-    """Token counts as the provider reported them (None when not reported)."""
+    """Token counts as the provider reported them (None when not reported: a stream
+    without its usage event is "tokens unknown", never 0)."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
 
     @property
+    def reported(self) -> bool:
+        """True when the provider reported any token count."""
+        return self.input_tokens is not None or self.output_tokens is not None or self.total_tokens is not None
+
+    @property
     def total(self) -> int:
+        """The total as reported, else input + output (0 when nothing was reported: check
+        :attr:`reported` before showing it)."""
         if self.total_tokens is not None:
             return self.total_tokens
         return (self.input_tokens or 0) + (self.output_tokens or 0)
@@ -210,8 +218,10 @@ class FinalAnswer(BaseModel):
 class Transcript(BaseModel):
     """The whole run: steps, tool results linked to their calls, final answer, totals.
 
-    ``cost_usd`` is None when any model call's model is missing from the dated price table
-    (:mod:`.pricing`), never a guess.
+    Token totals add what the providers reported; ``calls_without_usage`` counts the answered
+    LLM calls that reported none (their tokens are unknown, not 0).  ``cost_usd`` is None
+    when any model call's model is missing from the dated price table (:mod:`.pricing`) or
+    any answered call reported no usage: never a guess, never a silent undercount.
     """
 
     cassette: str | None = None
@@ -221,6 +231,7 @@ class Transcript(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+    calls_without_usage: int = 0  # answered LLM calls that reported no usage: the totals leave them out
     cost_usd: float | None = None
     price_table_date: str | None = None
 

@@ -216,6 +216,11 @@ def _totals(t: Transcript) -> None:
         if c is None:
             continue
         u = c.usage
+        if not u.reported:
+            if s.ok and not c.error:
+                t.calls_without_usage += 1  # answered, tokens unknown: no cost either
+                cost = None
+            continue
         t.input_tokens += u.input_tokens or 0
         t.output_tokens += u.output_tokens or 0
         t.total_tokens += u.total

@@ -96,9 +96,9 @@ def _message(m: dict) -> Message:
         if isinstance(tc, dict):
             fn = tc.get("function") or {}
             msg.tool_calls.append(make_tool_call(tc.get("id"), fn.get("name") or "", fn.get("arguments"), parse=False))
-    if isinstance(m.get("function_call"), dict):
-        fc = m["function_call"]
-        msg.tool_calls.append(make_tool_call(None, fc.get("name") or "", fc.get("arguments"), parse=False))
+    legacy = _legacy_call(m.get("function_call"), msg.tool_calls, parse=False)
+    if legacy is not None:
+        msg.tool_calls.append(legacy)
     if role in ("tool", "function"):
         msg.tool_call_id = m.get("tool_call_id")
         msg.tool_name = m.get("name")
@@ -170,11 +170,23 @@ def _parse_message(f: dict, doc: Any) -> None:
         if isinstance(tc, dict):
             fn = tc.get("function") or {}
             calls.append(make_tool_call(tc.get("id"), fn.get("name") or "", fn.get("arguments")))
-    if isinstance(m.get("function_call"), dict):
-        fc = m["function_call"]
-        calls.append(make_tool_call(None, fc.get("name") or "", fc.get("arguments")))
+    legacy = _legacy_call(m.get("function_call"), calls)
+    if legacy is not None:
+        calls.append(legacy)
     f["tool_calls"] = calls
     _finish(f, ch.get("finish_reason"))
+
+
+def _legacy_call(fc: Any, calls: list, parse: bool = True):
+    """The call in the legacy ``function_call`` field (the ``functions`` API), or None when
+    absent or when it repeats one of ``calls`` (llama.cpp's server sends the same call both
+    as ``tool_calls[0]`` and as ``function_call``: one call, not two)."""
+    if not isinstance(fc, dict) or not (fc.get("name") or fc.get("arguments")):
+        return None
+    name = fc.get("name") or ""
+    if calls and (not name or any(tc.name == name for tc in calls)):
+        return None  # the legacy mirror of a tool call already listed
+    return make_tool_call(None, name, fc.get("arguments"), parse=parse)
 
 
 def _finish(f: dict, raw: Any) -> None:
@@ -189,6 +201,7 @@ def _parse_stream(f: dict, body: bytes) -> None:
     reasoning: list[str] = []
     refusal: list[str] = []
     calls: dict[int, dict] = {}
+    legacy: dict = {"name": "", "args": []}
     events = json_events(parse_sse(body))
     done = finish_seen = False
     model = usage = finish = err = None
@@ -217,6 +230,13 @@ def _parse_stream(f: dict, body: bytes) -> None:
             r = d.get("refusal")
             if r.__class__ is str:
                 refusal.append(r)
+            fc = d.get("function_call")
+            if fc.__class__ is dict:  # legacy functions API deltas (or a copy of tool_calls[0])
+                if fc.get("name"):
+                    legacy["name"] = fc["name"]
+                a = fc.get("arguments")
+                if a.__class__ is str:
+                    legacy["args"].append(a)
             for tc in d.get("tool_calls") or ():
                 if tc.__class__ is not dict:
                     continue
@@ -244,5 +264,9 @@ def _parse_stream(f: dict, body: bytes) -> None:
     f["reasoning"] = "".join(reasoning)
     f["refusal"] = "".join(refusal) or None
     f["tool_calls"] = [make_tool_call(calls[k]["id"], calls[k]["name"], "".join(calls[k]["args"])) for k in sorted(calls)]
+    if legacy["name"] or legacy["args"]:
+        one = _legacy_call({"name": legacy["name"], "arguments": "".join(legacy["args"])}, f["tool_calls"])
+        if one is not None:
+            f["tool_calls"].append(one)
     f["stream"] = StreamInfo(is_stream=True, format="sse", events=len(events), terminal_seen=done, finish_seen=finish_seen,
                              complete=finish_seen and done)

@@ -19,6 +19,7 @@ unknown tool), BR-16 (504 gateway timeout).
 
 from __future__ import annotations
 
+from ..evidence import clip
 from .base import Context
 
 KIND = "http_error"
@@ -55,7 +56,7 @@ def check(ctx: Context) -> list:
               else ctx.ev.quote(i, "response.status", str(s.status)) if s.status is not None
               else ctx.ev.field(i, "error.message")]
         if s.llm is not None and s.llm.error:
-            detail = f": {s.llm.error[:160]}"
+            detail = f": {clip(s.llm.error, 160)}"
             ev.append(ctx.ev.quote(i, "response.body", s.llm.error))
         elif s.status is not None and cut is None:
             ev.append(ctx.ev.field(i, "response.body", max_len=160))

@@ -20,6 +20,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError, UnknownType
 from referencing.exceptions import Unresolvable
 
+from ..evidence import clip
 from .base import Context
 
 KIND = "invalid_tool_arguments"
@@ -112,5 +113,5 @@ def check(ctx: Context) -> list:
             if err is not None:
                 where = "/".join(str(p) for p in err.absolute_path) or "(root)"
                 out.append(ctx.finding(KIND, "error", [s.index], f"{tc.name} arguments violate the declared schema at {where}: "
-                                       f"{err.message[:160]}", [ctx.ev.quote(s.index, path, tc.arguments_raw)]))
+                                       f"{clip(err.message, 160)}", [ctx.ev.quote(s.index, path, tc.arguments_raw)]))
     return out
