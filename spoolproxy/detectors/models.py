@@ -108,6 +108,7 @@ class ModelCall(BaseModel):
     ``api`` the wire format (openai-chat, openai-responses, anthropic-messages,
     gemini-generateContent, ollama-chat, ollama-generate, cohere-chat, bedrock-converse).
     ``error`` holds the provider's error message for non-2xx or in-stream errors.
+    ``structured_output`` is True when JSON output was asked for (a schema or a JSON mode).
     """
 
     provider: str
@@ -117,6 +118,14 @@ class ModelCall(BaseModel):
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int | None = None
     structured_output: bool = False
+    #: the JSON Schema the request asked its answer to follow (OpenAI ``response_format``
+    #: json_schema, Responses ``text.format``, Gemini ``responseSchema``/``responseJsonSchema``,
+    #: Anthropic ``output_format``, Ollama ``format``, Cohere ``response_format``), else None
+    response_schema: dict[str, Any] | None = None
+    #: a tool the request forced (Anthropic ``tool_choice: {type: tool}``, OpenAI/Responses
+    #: ``tool_choice`` naming a function, Gemini ``ANY`` with one allowed function): its call is
+    #: the structured answer, validated against that tool's schema
+    response_tool: str | None = None
     text: str = ""
     reasoning: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)

@@ -76,8 +76,13 @@ def parse(it: Interaction, provider: str = "anthropic", req: Any = None) -> Mode
     """Parse one Messages interaction into a ModelCall."""
     req = request_json(it) if req is None else req
     req = req if isinstance(req, dict) else {}
+    tc = req.get("tool_choice") if isinstance(req.get("tool_choice"), dict) else {}
+    of = req.get("output_format") if isinstance(req.get("output_format"), dict) else {}
+    schema = of.get("schema") if of.get("type") == "json_schema" and isinstance(of.get("schema"), dict) else None
+    forced = tc.get("name") if tc.get("type") == "tool" and isinstance(tc.get("name"), str) else None
     call = ModelCall(provider=provider, api=API, model=req.get("model"), messages=parse_request_messages(req),
-                     tools=parse_tools(req), max_tokens=safe_int(req.get("max_tokens")))
+                     tools=parse_tools(req), max_tokens=safe_int(req.get("max_tokens")),
+                     structured_output=bool(schema or forced), response_schema=schema, response_tool=forced)
     if unusable_response(call, it, stream=bool(req.get("stream"))):
         return call
     resp = it.response

@@ -44,7 +44,8 @@ def parse(it: Interaction, provider: str = "ollama", req: Any = None) -> ModelCa
     opts = req.get("options") if isinstance(req.get("options"), dict) else {}
     call = ModelCall(provider=provider, api="ollama-chat" if chat else "ollama-generate", model=req.get("model"),
                      messages=msgs, tools=parse_tools(req), max_tokens=safe_int(opts.get("num_predict")),
-                     structured_output=bool(req.get("format")))
+                     structured_output=bool(req.get("format")),
+                     response_schema=req["format"] if isinstance(req.get("format"), dict) else None)
     if unusable_response(call, it):
         return call
     resp = it.response

@@ -105,6 +105,15 @@ def _message(m: dict) -> Message:
     return msg
 
 
+def forced_function(choice: Any) -> str | None:
+    """The function an OpenAI ``tool_choice`` forces (Chat ``{"type": "function", "function":
+    {"name"}}``, Responses ``{"type": "function", "name"}``), else None."""
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        return None
+    fn = choice.get("function") if isinstance(choice.get("function"), dict) else choice
+    return fn.get("name") if isinstance(fn.get("name"), str) else None
+
+
 def parse_tools(req: dict) -> list[ToolSpec]:
     tools = []
     for t in req.get("tools") or []:
@@ -131,11 +140,15 @@ def parse(it: Interaction, provider: str | None = None, req: Any = None) -> Mode
     req = req if isinstance(req, dict) else {}
     netloc, path = split_uri(it.request.uri)
     rf = req.get("response_format")
+    js = rf.get("json_schema") if isinstance(rf, dict) and isinstance(rf.get("json_schema"), dict) else {}
+    guided = req.get("guided_json")  # vLLM's own structured-output field
     f: dict[str, Any] = {
         "provider": provider or provider_of(netloc, path), "api": API, "model": req.get("model"),
         "messages": parse_request_messages(req), "tools": parse_tools(req),
         "max_tokens": safe_int(req.get("max_completion_tokens")) or safe_int(req.get("max_tokens")),
-        "structured_output": isinstance(rf, dict) and rf.get("type") in ("json_schema", "json_object"),
+        "structured_output": (isinstance(rf, dict) and rf.get("type") in ("json_schema", "json_object")) or bool(guided),
+        "response_schema": js.get("schema") if isinstance(js.get("schema"), dict) else guided if isinstance(guided, dict) else None,
+        "response_tool": forced_function(req.get("tool_choice")),
     }
     resp = it.response
     if resp is None or resp.status >= 400 or not resp.body:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...cassettes.model import Interaction
 from ..models import Message, ModelCall, StreamInfo, ToolSpec, Usage
+from .openai_chat import forced_function
 from .common import content_text, error_of, make_tool_call, request_json, response_json, safe_int, tool_spec, unusable_response
 from .sse import json_events, looks_like_sse, parse_sse
 
@@ -60,7 +61,9 @@ def parse(it: Interaction, provider: str = "openai", req: Any = None) -> ModelCa
     fmt = text_cfg.get("format") if isinstance(text_cfg.get("format"), dict) else {}
     call = ModelCall(provider=provider, api=API, model=req.get("model"), messages=parse_request_messages(req),
                      tools=parse_tools(req), max_tokens=safe_int(req.get("max_output_tokens")),
-                     structured_output=fmt.get("type") in ("json_schema", "json_object"))
+                     structured_output=fmt.get("type") in ("json_schema", "json_object"),
+                     response_schema=fmt.get("schema") if isinstance(fmt.get("schema"), dict) else None,
+                     response_tool=forced_function(req.get("tool_choice")))
     if unusable_response(call, it, stream=bool(req.get("stream"))):
         return call
     resp = it.response

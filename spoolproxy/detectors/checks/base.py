@@ -37,7 +37,8 @@ def traceback_in(text: str) -> str | None:
 HTML_START = re.compile(rb"^\s*(<!doctype html|<html[\s>]|<head[\s>]|<body[\s>])", re.IGNORECASE)
 ERROR_PAGE = re.compile(
     r"<title>[^<]*(\b[45]\d\d\b|error|unavailable|bad gateway|gateway time-?out|attention required|just a moment|"
-    r"access denied|forbidden|not found)[^<]*</title>|cloudflare|cf-error|cf-ray|nginx",
+    r"access denied|forbidden|not found|maintenance|be right back|sign[ -]?in|log[ -]?in|captcha|are you (a )?human|"
+    r"checking your browser|request (was )?(blocked|rejected)|security check)[^<]*</title>|cloudflare|cf-error|cf-ray|nginx",
     re.IGNORECASE,
 )
 _MAYBE_FAILURE = re.compile(r'"(ok|success|errors?|status)"')

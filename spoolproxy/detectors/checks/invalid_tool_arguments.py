@@ -4,7 +4,8 @@ library; the draft comes from ``$schema``, default 2020-12; Gemini's upper-case 
 type names are lower-cased first; validators are cached per schema).
 
 Not reported when the output was cut (``finish_reason: length`` or an incomplete stream):
-that is ``truncated_output`` / ``stream_incomplete``.  A schema that is itself invalid is
+that is ``truncated_output`` / ``stream_incomplete``; nor for a forced or configured output
+tool, whose arguments are the run's structured answer (``schema_violation``).  A schema that is itself invalid is
 skipped.  Severity: error.
 
 Public failures: langchain-ai/langchain#10433 and #27602 (BR-09, a sentence instead of a
@@ -21,6 +22,7 @@ from jsonschema.exceptions import SchemaError, UnknownType
 from referencing.exceptions import Unresolvable
 
 from ..evidence import clip
+from ..transcript import is_output_tool
 from .base import Context
 
 KIND = "invalid_tool_arguments"
@@ -98,6 +100,8 @@ def check(ctx: Context) -> list:
             continue
         schemas = {t.name: t.schema_ for t in call.tools}
         for n, tc in enumerate(call.tool_calls):
+            if tc.name == call.response_tool or is_output_tool(tc.name, tuple(ctx.config.output_tools)):
+                continue  # the structured answer itself: schema_violation checks it
             path = f"message.tool_calls/{n}/arguments_raw"
             if tc.parse_error is not None:
                 out.append(ctx.finding(KIND, "error", [s.index], f"{tc.name} arguments are not valid JSON ({tc.parse_error})",

@@ -56,11 +56,9 @@ def check(ctx: Context) -> list:
         seen = [f"finish reason {call.finish_reason_raw}" if call.stream.finish_seen else "no finish reason",
                 "terminal event seen" if call.stream.terminal_seen else "no terminal event"]
         if s.client_closed:
-            how = "the client closed it"
+            seen.append("the client closed it")
         elif s.transport_error:
-            how = f"cut by {ctx.cassette.interactions[i].error.kind}"
-        else:
-            how = "the body ends"
+            seen.append(f"cut by {ctx.cassette.interactions[i].error.kind}")
         out.append(ctx.finding(KIND, sev, [i], f"{call.api} stream ended after {call.stream.events} events without "
-                               f"{missing} ({'; '.join(seen)}; {how})", ev))
+                               f"{missing} ({'; '.join(seen)})", ev))
     return out
