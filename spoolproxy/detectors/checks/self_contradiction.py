@@ -213,8 +213,9 @@ def _made_urls(ctx: Context, i: int, url: str) -> list[str]:
         host, path = split_uri(url)
         out.append(loc.rstrip("/") if "://" in loc else url.split("://", 1)[0] + "://" + host + loc.rstrip("/"))
     doc = ctx.body_json(i)
-    if isinstance(doc, dict):
-        inner = doc.get("data") if isinstance(doc.get("data"), dict) else doc
+    # the resource's fields: at the top, or one level down ({"data": {...}}, {"subscription": {...}})
+    layers = [doc] + [v for v in doc.values() if isinstance(v, dict)] if isinstance(doc, dict) else []
+    for inner in layers:
         for key in ("url", "href", "self"):
             if isinstance(inner.get(key), str) and "://" in inner[key]:
                 out.append(inner[key].rstrip("/"))
