@@ -66,7 +66,8 @@ def parse_tools(req: dict) -> list[ToolSpec]:
             continue
         for fd in t.get("functionDeclarations") or t.get("function_declarations") or []:
             if isinstance(fd, dict) and fd.get("name"):
-                schema = fd.get("parametersJsonSchema") or fd.get("parameters")
+                # google-genai sends the snake_case spelling inside camelCase declarations
+                schema = fd.get("parametersJsonSchema") or fd.get("parameters_json_schema") or fd.get("parameters")
                 tools.append(tool_spec(fd["name"], schema if isinstance(schema, dict) else None))
     return tools
 
