@@ -11,6 +11,7 @@ later request feeds back, byte for byte or embedded in a JSON wrapper; an MCP
 from __future__ import annotations
 
 import fnmatch
+import functools
 from typing import Any
 
 from ..cassettes.model import Cassette, parse_json
@@ -185,7 +186,9 @@ def _walk(v: Any, b: str, bj: Any, depth: int = 0) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
 def is_output_tool(name: str, patterns: tuple[str, ...]) -> bool:
+    """True when tool ``name`` matches one of the ``output_tools`` fnmatch ``patterns``."""
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 

@@ -135,8 +135,15 @@ class Context:
         Signals: the HTTP/MCP interaction that produced it failed (4xx/5xx, HTML error
         page, MCP ``isError``/JSON-RPC error); the result is marked ``is_error``; its JSON
         says ``ok: false``, has a non-empty ``error``/``errors`` field or ``status: error``;
-        it holds traceback text or matches a configured ``error_patterns`` regex.
+        it holds traceback text or matches a configured ``error_patterns`` regex.  Memoized
+        per result (several detectors ask).
         """
+        key = ("tool_failure", id(res))
+        if key not in self._cache:
+            self._cache[key] = (res, self._tool_failure(res))
+        return self._cache[key][1]
+
+    def _tool_failure(self, res: ToolResult) -> tuple[str, list[Evidence | None]] | None:
         src = res.source_interaction
         if src is not None:
             s = self.steps[src]

@@ -14,7 +14,6 @@ JSON object).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import jsonschema
@@ -51,28 +50,37 @@ _RESULTS: dict[tuple[int, str], Any] = {}
 
 def validator_for(schema: dict) -> Any:
     """A cached jsonschema validator for ``schema`` (None when the schema is invalid);
-    cached by identity (ToolSpecs are shared across a run's requests) and by content."""
+    cached by identity (ToolSpecs are shared across a run's requests) and by content
+    (``repr``: a request's response schema is a new dict in every transcript)."""
     hit = _BY_ID.get(id(schema))
     if hit is not None and hit[0] is schema:
         return hit[1]
-    key = json.dumps(schema, sort_keys=True, default=str)
-    if key not in _VALIDATORS:
+    key = repr(schema)
+    v = _VALIDATORS.get(key, _MISSING)
+    if v is _MISSING:
         s = _lower_types(schema)
         cls = jsonschema.validators.validator_for(s, default=jsonschema.Draft202012Validator)
         # check_schema (a metaschema validation) costs ~5 ms per schema; a broken schema
         # instead fails when it is used, and first_error() then skips it
-        _VALIDATORS[key] = cls(s) if isinstance(s, dict) else None
-        if len(_VALIDATORS) > 4096:
+        v = cls(s) if isinstance(s, dict) else None
+        if len(_VALIDATORS) >= 4096:
             _VALIDATORS.clear()
-    if len(_BY_ID) > 4096:
+            _RESULTS.clear()  # results are keyed by validator identity
+        _VALIDATORS[key] = v
+    if len(_BY_ID) >= 4096:
         _BY_ID.clear()
         _RESULTS.clear()
-    _BY_ID[id(schema)] = (schema, _VALIDATORS[key])
-    return _VALIDATORS[key]
+    _BY_ID[id(schema)] = (schema, v)
+    return v
+
+
+_MISSING = object()
 
 
 def _error_for(validator: Any, schema: dict, raw: str, instance: Any) -> Any:
-    key = (id(schema), raw)
+    """``first_error`` cached by (validator, argument text): a validator lives in the caches
+    above until they are cleared, and then the results are cleared too."""
+    key = (id(validator), raw)
     if key in _RESULTS:
         return _RESULTS[key]
     err = first_error(validator, instance)
@@ -92,6 +100,7 @@ def first_error(validator: Any, instance: Any) -> Any:
 
 def check(ctx: Context) -> list:
     out = []
+    patterns = tuple(ctx.config.output_tools)
     for s in ctx.steps:
         call = s.llm
         if call is None or not call.tool_calls or not s.ok:
@@ -100,7 +109,7 @@ def check(ctx: Context) -> list:
             continue
         schemas = {t.name: t.schema_ for t in call.tools}
         for n, tc in enumerate(call.tool_calls):
-            if tc.name == call.response_tool or is_output_tool(tc.name, tuple(ctx.config.output_tools)):
+            if tc.name == call.response_tool or is_output_tool(tc.name, patterns):
                 continue  # the structured answer itself: schema_violation checks it
             path = f"message.tool_calls/{n}/arguments_raw"
             if tc.parse_error is not None:

@@ -32,7 +32,7 @@ from typing import Any
 from ..evidence import clip
 from ..transcript import is_output_tool
 from .base import Context
-from .invalid_tool_arguments import first_error, validator_for
+from .invalid_tool_arguments import _error_for, validator_for
 
 KIND = "schema_violation"
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*)\n\s*```\s*$", re.DOTALL)
@@ -63,23 +63,25 @@ def parse_answer(text: str) -> tuple[Any, str | None]:
 
 def check(ctx: Context) -> list:
     out = []
+    patterns = tuple(ctx.config.output_tools)
     for s in ctx.steps:
         call = s.llm
-        if call is None or not s.ok or call.error or call.refusal:
+        if call is None or not (call.tool_calls or call.response_schema or call.structured_output):
+            continue
+        if not s.ok or call.error or call.refusal:
             continue
         if call.finish_reason in ("length", "content_filter", "refusal", "error", "pause"):
             continue
         if call.stream.is_stream and not call.stream.complete:
             continue
-        forced = {call.response_tool} if call.response_tool else set()
-        schemas = {t.name: t.schema_ for t in call.tools}
         answered_by_tool = False
         for n, tc in enumerate(call.tool_calls):
-            if tc.name not in forced and not is_output_tool(tc.name, tuple(ctx.config.output_tools)):
+            if tc.name != call.response_tool and not is_output_tool(tc.name, patterns):
                 continue
             answered_by_tool = True
+            schema = next((t.schema_ for t in call.tools if t.name == tc.name), None)
             f = _check_value(ctx, s.index, f"message.tool_calls/{n}/arguments_raw", tc.arguments_raw, tc.arguments,
-                             tc.parse_error, schemas.get(tc.name), f"the {tc.name} tool answer")
+                             tc.parse_error, schema, f"the {tc.name} tool answer")
             if f is not None:
                 out.append(f)
         if answered_by_tool or call.tool_calls or not (call.response_schema or call.structured_output):
@@ -103,7 +105,7 @@ def _check_value(ctx: Context, i: int, path: str, raw: str, doc: Any, parse_erro
     v = validator_for(schema)
     if v is None:
         return None
-    err = first_error(v, doc)
+    err = _error_for(v, schema, raw, doc)  # cached per (schema, answer text): runs repeat answers
     if err is None:
         return None
     where = json_path(err.absolute_path)

@@ -28,6 +28,7 @@ create then delete their own work while looping).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -67,15 +68,15 @@ _ID_KEYS = re.compile(r"(^|_)(id|uuid|ref|reference|number|code|key|slug|handle)
 
 
 def check(ctx: Context) -> list:
-    if _asked(ctx):
-        return []
-    fa = ctx.transcript.final_answer
-    told = fa is not None and bool(TOLD.search(fa.text))
-    out = []
     tool_pairs = list(_tool_pairs(ctx))
     # the HTTP requests that carried a paired tool call are the same story: told once
     carried = {i for *_, sources in tool_pairs for i in sources}
     pairs = [p[:4] for p in tool_pairs] + [p for p in _http_pairs(ctx) if p[0][0] not in carried]
+    if not pairs or _asked(ctx):
+        return []
+    fa = ctx.transcript.final_answer
+    told = fa is not None and bool(TOLD.search(fa.text))
+    out = []
     for first, undo, resource, ev in pairs:
         failed_undo = _failed(ctx, undo)
         sev = "warn" if told or failed_undo else "error"
@@ -96,17 +97,18 @@ _READ = {"get", "list", "fetch", "read", "search", "find", "lookup", "look", "ch
          "query", "count", "status", "info", "details", "validate", "preview", "estimate", "quote", "track"}
 
 
-def _verb_object(name: str) -> tuple[str | None, set[str]]:
+@functools.lru_cache(maxsize=4096)
+def _verb_object(name: str) -> tuple[str | None, frozenset[str]]:
     """(verb, object word stems) of a tool name (``book_flight`` -> (book, {flight})); None
     for reads (``get_order``)."""
     words = _words(name)
     if any(w in _READ for w in words):
-        return None, set()
+        return None, frozenset()
     for n, w in enumerate(words):
         if w in MAKE or w in UNDO:
             rest = words[:n] + words[n + 1:]
-            return w, {_stem(x) for x in rest if x not in ("a", "an", "the", "my", "new")}
-    return None, set()
+            return w, frozenset(_stem(x) for x in rest if x not in ("a", "an", "the", "my", "new"))
+    return None, frozenset()
 
 
 def _stem(w: str) -> str:
@@ -133,8 +135,8 @@ def _ids(value: Any, out: set[str], key: str = "") -> set[str]:
 
 
 def _tool_pairs(ctx: Context):
-    results = {(r.call_interaction, r.call_id): r for r in ctx.transcript.tool_results if r.call_id}
-    calls = []  # (interaction, call, verb, object words, ids used, ids got)
+    results = None
+    makes, undos = [], []  # (interaction, call, verb, object words, ids used, result)
     for s in ctx.steps:
         if s.llm is None:
             continue
@@ -142,13 +144,25 @@ def _tool_pairs(ctx: Context):
             verb, obj = _verb_object(tc.name)
             if verb is None:
                 continue
-            res = results.get((s.index, tc.id))
-            got = _ids(res.content_json if res.content_json is not None else parse_json(res.content.encode()), set()) if res else set()
-            calls.append((s.index, tc, verb, obj, _ids(tc.arguments, set()), got, res))
-    for n, (i, tc, verb, obj, used, got, res) in enumerate(calls):
-        if verb not in MAKE or (res is not None and ctx.tool_failure(res) is not None):
+            if results is None:
+                results = {(r.call_interaction, r.call_id): r for r in ctx.transcript.tool_results if r.call_id}
+            row = (s.index, tc, verb, obj, _ids(tc.arguments, set()), results.get((s.index, tc.id)))
+            (makes if verb in MAKE else undos).append(row)
+    if not makes or not undos:
+        return
+    by_id: dict[str, list] = {}
+    by_args: dict[str, list] = {}
+    for row in undos:
+        for v in row[4]:
+            by_id.setdefault(v, []).append(row)
+        by_args.setdefault(json.dumps(row[1].arguments, sort_keys=True, default=str), []).append(row)
+    for i, tc, verb, obj, used, res in makes:
+        if res is not None and ctx.tool_failure(res) is not None:
             continue
-        for j, tc2, verb2, obj2, used2, _, res2 in calls[n + 1:]:
+        got = _ids(res.content_json if res.content_json is not None else parse_json(res.content.encode()), set()) if res else set()
+        cands = {id(r): r for v in (got | used) for r in by_id.get(v, [])}
+        cands.update({id(r): r for r in by_args.get(json.dumps(tc.arguments, sort_keys=True, default=str), [])})
+        for j, tc2, verb2, obj2, used2, res2 in sorted(cands.values(), key=lambda r: r[0]):
             if verb2 not in PAIRS[verb] or j <= i:
                 continue
             same_thing = bool((obj | {_stem(verb)}) & obj2)  # book_flight / cancel_booking
@@ -174,33 +188,45 @@ def _pos(ctx: Context, i: int, tc) -> int:
 # -- HTTP -----------------------------------------------------------------------------------
 def _http_pairs(ctx: Context):
     llm_hosts = {s.host for s in ctx.steps if s.kind == "llm"}
+    steps = [s for s in ctx.steps if s.kind == "http" and s.status is not None and s.host not in llm_hosts]
+    undo = {s.index: t for s in steps for t in [_undo_target(ctx, s)] if t is not None}
+    if not undo:
+        return  # nothing undone: no need to look at what was made
     made: dict[str, int] = {}  # resource URL (no query) -> interaction that made it
-    for s in ctx.steps:
-        if s.kind != "http" or s.host in llm_hosts or s.status is None:
-            continue
+    for s in steps:
         it = ctx.cassette.interactions[s.index]
         url = it.request.uri.split("?", 1)[0].rstrip("/")
-        if s.method in ("POST", "PUT") and 200 <= s.status < 300 and not _UNDO_PATH.search(url):
-            if _json_failure(ctx.body_json(s.index)) is not None:
-                continue
-            for res_url in _made_urls(ctx, s.index, url):
-                made.setdefault(res_url, s.index)
+        target = undo.get(s.index)
+        if target is None:
+            if s.method in ("POST", "PUT") and 200 <= s.status < 300 and _json_failure(ctx.body_json(s.index)) is None:
+                for res_url in _made_urls(ctx, s.index, url):
+                    made.setdefault(res_url, s.index)
             continue
-        target = None
-        if s.method == "DELETE":
-            target = url
-        elif s.method in ("POST", "PATCH", "PUT"):
-            m = _UNDO_PATH.search(url)
-            if m:
-                target = url[: m.start()]
-            elif s.method in ("PATCH", "PUT") and _cancels(it.request.body):
-                target = url
-        if target is None or target not in made:
+        if target not in made:
             continue
         i = made.pop(target)
         ev = [ctx.ev.quote(i, "request.method", ctx.steps[i].method), ctx.ev.quote(s.index, "request.uri", it.request.uri)]
         yield (i, f"{ctx.steps[i].method} {_short(ctx.steps[i].url)}"), (s.index, f"{s.method} {_short(it.request.uri)}", None), \
             _short(target), ev
+
+
+_CANCEL_BODY = re.compile(rb"cancel|delet|void|revok|clos", re.IGNORECASE)
+
+
+def _undo_target(ctx: Context, s) -> str | None:
+    """The resource URL an HTTP request undoes (DELETE it, POST/PATCH ``.../cancel``, PATCH/PUT
+    ``status: cancelled``), else None."""
+    url = s.url.split("?", 1)[0].rstrip("/")
+    if s.method == "DELETE":
+        return url
+    if s.method in ("POST", "PATCH", "PUT"):
+        m = _UNDO_PATH.search(url)
+        if m:
+            return url[: m.start()]
+        body = ctx.cassette.interactions[s.index].request.body
+        if s.method in ("PATCH", "PUT") and _CANCEL_BODY.search(body[:4096]) and _cancels(body):
+            return url
+    return None
 
 
 def _made_urls(ctx: Context, i: int, url: str) -> list[str]:

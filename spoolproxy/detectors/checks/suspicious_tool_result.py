@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from typing import Any
 
 from ...cassettes.model import parse_json
@@ -50,7 +51,33 @@ _GAP = re.compile(r"\b(no (results?|matches|matching|records?|data|information|o
 _SPECIFIC = re.compile(
     r"[$€£¥]\s?\d[\d,]*(?:\.\d+)?|\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|%)|"
     r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}:\d{2}\b|\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b|\b\d+\.\d+\b|"
-    r"\b[A-Z]{2,}[-_]?\d{2,}\b|\b\d{3,}\b|[\w.+-]+@[\w-]+\.[\w.]+")
+    r"\b[A-Z]{2,}[-_]?\d{2,}\b|\b\d{3,}\b|(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+")
+#: every specific holds a digit or an @: the tokens around those are all that is searched
+_ANCHOR = re.compile(r"[\d@]+")
+_SPACE = re.compile(r"\s")
+
+
+def specifics(text: str) -> list[str]:
+    """The specifics an answer states (see :data:`_SPECIFIC`), in order, without repeats.
+    Only the space-delimited tokens holding a digit or an ``@`` are searched (long answers
+    without numbers cost one C-level scan)."""
+    out: dict[str, None] = {}
+    done = -1
+    for m in _ANCHOR.finditer(text):
+        if m.start() < done:
+            continue  # inside a token already searched
+        a = m.start()
+        while a > 0 and not text[a - 1].isspace():
+            a -= 1
+        e = _SPACE.search(text, m.end())
+        b = e.start() if e else len(text)
+        # a specific may span one space ("12 USD", "$ 5", "10:00"): look one token further
+        e2 = _SPACE.search(text, b + 1) if b < len(text) else None
+        window = text[a:e2.start() if e2 else len(text)]
+        for s in _SPECIFIC.finditer(window):
+            out.setdefault(s.group(0))
+        done = b
+    return list(out)
 
 
 def check(ctx: Context) -> list:
@@ -60,31 +87,33 @@ def check(ctx: Context) -> list:
     results = [r for r in ctx.transcript.tool_results if r.interaction <= fa.interaction]
     if not results:
         return []
-    suspicious: list[tuple[Any, str]] = []
-    shapes: dict[str | None, list[dict[str, str]]] = {}
-    for r in results:
-        if ctx.tool_failure(r) is not None:
-            continue
-        text, doc = _unwrap(r.content, r.content_json)
-        why = _empty(text, doc) or _truncated(text)
-        shape = _shape(doc)
-        if why is None and shape is not None:
-            why = _drift(shapes.get(r.name, []), shape)
-        if shape is not None:
-            shapes.setdefault(r.name, []).append(shape)
-        if why is not None:
-            suspicious.append((r, why))
-    if not suspicious:
-        return []
+    # cheapest first (most runs stop at the first or second test): an answer with a digit or
+    # an @ at all; an empty or cut result (no JSON parsing unless brackets do not balance);
+    # shape drift, which parses every result of a repeated tool, before reading the answer
+    # when those are few, after it (only for an answer stating unsupported specifics) when many
     answer = fa.text
+    if not _ANCHOR.search(answer):
+        return []
+    suspicious = _suspicious(ctx, results, drift=False)
+    if not suspicious:
+        counts = Counter(r.name for r in results)
+        repeated = sum(n for n in counts.values() if n > 1)
+        if not repeated:
+            return []
+        if repeated <= 64:
+            suspicious = _suspicious(ctx, results, drift=True)
+            if not suspicious:
+                return []
     if ctx.acknowledges(answer) or _GAP.search(answer):
         return []
-    known = _known_text(ctx, fa.interaction)
-    numbers = {_number(m.group(0)) for m in _NUMBER.finditer(known)}
-    unsupported = [m.group(0) for m in _SPECIFIC.finditer(answer) if not _supported(m.group(0), known, numbers)]
-    unsupported = list(dict.fromkeys(unsupported))
+    known = _Known(_known_text(ctx, fa.interaction))
+    unsupported = [s for s in specifics(answer) if not known.has(s)]
     if not unsupported:
         return []
+    if not suspicious:
+        suspicious = _suspicious(ctx, results, drift=True)
+        if not suspicious:
+            return []
     by_tool: dict[str, list] = {}
     for r, why in suspicious:
         by_tool.setdefault(r.name or "?", []).append((r, why))
@@ -102,11 +131,37 @@ def check(ctx: Context) -> list:
     return out
 
 
+def _suspicious(ctx: Context, results: list, drift: bool) -> list[tuple[Any, str]]:
+    """(result, why) for every empty, truncated or (with ``drift``) drifted result that did
+    not fail.  JSON is parsed only where it decides something: brackets that do not balance
+    (truncation), a short document (emptiness), a tool with several results (drift)."""
+    several = {name for name, n in Counter(r.name for r in results).items() if n > 1} if drift else set()
+    out: list[tuple[Any, str]] = []
+    shapes: dict[str | None, list[dict[str, str]]] = {}
+    for r in results:
+        if ctx.tool_failure(r) is not None:
+            continue
+        content = r.content
+        jsonish = content.lstrip()[:1] in ("{", "[")
+        unbalanced = jsonish and (content.count("{") != content.count("}") or content.count("[") != content.count("]"))
+        doc = r.content_json
+        if doc is None and jsonish and (r.name in several or unbalanced or len(content) < 200):
+            doc = parse_json(content.encode("utf-8", "replace"))
+        text, doc = _unwrap(content, doc) if doc is not None else (content, None)
+        why = _empty(text, doc) or _truncated(text, check_json=unbalanced or text is not content)
+        shape = _shape(doc) if r.name in several else None
+        if why is None and shape is not None:
+            why = _drift(shapes.get(r.name, []), shape)
+        if shape is not None:
+            shapes.setdefault(r.name, []).append(shape)
+        if why is not None:
+            out.append((r, why))
+    return out
+
+
 def _unwrap(content: str, doc: Any) -> tuple[str, Any]:
     """(text, parsed JSON) of a tool result, looking inside a one-key wrapper around a string
     (Gemini's ``functionResponse.response: {"result": "..."}``, ``{"output": "..."}``)."""
-    if doc is None and content[:1] in ("{", "["):
-        doc = parse_json(content.encode("utf-8", "replace"))
     if isinstance(doc, dict) and len(doc) == 1:
         (inner,) = doc.values()
         if isinstance(inner, str):
@@ -127,9 +182,9 @@ def _empty(text: str, doc: Any) -> str | None:
     return None
 
 
-def _truncated(text: str) -> str | None:
+def _truncated(text: str, check_json: bool = True) -> str | None:
     t = text.rstrip()
-    if t[:1] in ("{", "[") and parse_json(t.encode("utf-8", "replace")) is None and _closes(t):
+    if check_json and t[:1] in ("{", "[") and parse_json(t.encode("utf-8", "replace")) is None and _closes(t):
         return "truncated JSON (it stops before its end)"
     if _TRUNC_MARK.search(t[-80:]):
         return "a truncated result"
@@ -203,39 +258,44 @@ def _drift(earlier: list[dict[str, str]], now: dict[str, str]) -> str | None:
     return None
 
 
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
 
-def _number(s: str) -> float | None:
-    try:
-        return float(s)
-    except ValueError:
-        return None
+class _Known:
+    """What the model was given, and whether a specific appears in it: verbatim, without
+    currency signs, spaces and thousands separators, or as the same number (``$1,299.00`` is
+    supported by ``1299``).  The numbers are read only when a specific is not found as text."""
 
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._lower: str | None = None
+        self._numbers: set[float] | None = None
 
-def _supported(spec: str, known: str, numbers: set) -> bool:
-    """True when ``spec`` appears in what the model was given, as text or as the same number
-    (``$1,299.00`` is supported by ``1299``)."""
-    n = _norm(spec)
-    if n in known:
-        return True
-    bare = re.sub(r"(usd|eur|gbp|%)$", "", n)
-    return bool(re.fullmatch(r"\d+(\.\d+)?", bare)) and _number(bare) in numbers
-
-
-def _norm(s: str) -> str:
-    return re.sub(r"[\s,$€£¥]", "", s).lower()
+    def has(self, spec: str) -> bool:
+        if spec in self.text:
+            return True
+        if self._lower is None:
+            self._lower = self.text.lower()
+        bare = re.sub(r"[\s$€£¥]", "", spec).lower()
+        if bare in self._lower or bare.replace(",", "") in self._lower:
+            return True
+        num = re.sub(r"(usd|eur|gbp|%)$", "", bare).replace(",", "")
+        if not re.fullmatch(r"\d+(\.\d+)?", num):
+            return False
+        if self._numbers is None:
+            self._numbers = {float(m.group(0).replace(",", "")) for m in _NUMBER.finditer(self.text)}
+        return float(num) in self._numbers
 
 
 def _known_text(ctx: Context, upto: int) -> str:
-    """Everything the model was given before answering, normalised like the specifics:
-    tool results, user/system messages of the final request, and earlier model text."""
+    """Everything the model was given before answering: tool results, the messages of the
+    final request (user, system, earlier model turns) and their tool-call arguments."""
     parts = [r.content for r in ctx.transcript.tool_results if r.interaction <= upto]
     step = ctx.steps[upto]
     if step.llm is not None:
         parts += [m.text for m in step.llm.messages if m.role in ("user", "system", "developer", "assistant")]
         parts += [tc.arguments_raw for m in step.llm.messages for tc in m.tool_calls]
-    return _norm(" ".join(parts))
+    return "\n".join(parts)
 
 
 def _result_ev(ctx: Context, r):
