@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export", "Write a cassette in another layout (plain vcrpy)."),
     "show": ("show", "Show a cassette as an agent transcript timeline."),
     "detect": ("detect", "Flag failing agent runs in cassettes, with evidence."),
+    "check": ("check", "Run the user checks (oracles) on stored cassettes."),
     "export-test": ("export_test", "Turn failing runs into regression test cases."),
     "annotate": ("annotate", "Set a test case's status (pending/confirmed/rejected)."),
     "test": ("testrun", "Run the regression suite: passes / still_fails / fails_differently."),

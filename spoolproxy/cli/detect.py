@@ -179,7 +179,12 @@ def _print_report(console, report, min_rank: int, n: int) -> None:
 
     verdict = "[bold red]FAIL[/]" if report.verdict == "fail" else "[green]pass[/]"
     shown = [f for f in report.findings if SEVERITY_RANK[f.severity] >= min_rank]
-    console.print(f"{verdict} {escape(report.cassette or '')} [dim]({n} interactions, {len(report.findings)} findings)[/]")
+    cost = ""
+    if report.cost is not None and report.cost.calls:
+        from .show import usd
+
+        cost = f", cost {usd(report.cost.usd)}"
+    console.print(f"{verdict} {escape(report.cassette or '')} [dim]({n} interactions, {len(report.findings)} findings{cost})[/]")
     if not shown:
         return
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=True)

@@ -3,7 +3,8 @@
 Writes ``<suite>/<cassette stem>.yaml`` for every cassette whose detector verdict is
 ``fail`` (passing runs are skipped and said so).  The case holds the recorded command
 (``--cmd`` overrides it), the cassette path, all-replay routing, exact matching, the
-error-level findings as its signature, and assertions (the signature kinds must not come
+error-level findings as its signature (the detectors and the project's ``[[checks]]``, as
+configured in the spoolproxy.toml of the suite's project), and assertions (the signature kinds must not come
 back, plus any ``--final-answer-contains`` / ``--final-answer-matches`` / ``--tool`` /
 ``--max-llm-calls`` given).  ``--confirm`` marks the cases confirmed, so ``spoolproxy
 test`` runs them; otherwise they are pending until ``spoolproxy annotate``.
@@ -21,6 +22,17 @@ from ..errors import SpoolError, UsageError
 from ..suite.files import DEFAULT_SUITE
 from ..suite.model import Assertions
 from .suite_options import assertion_options
+
+
+def project_analyze(suite_dir: Path):
+    """``analyze`` with the project's ``[detect]``, ``[prices]`` and ``[[checks]]`` (the config
+    that applies to the suite's project root), so a run failing only a user check is exported."""
+    from ..config import find_config
+    from ..detectors import analyze, load_detect_config
+    from ..suite.files import project_root
+
+    cfg = load_detect_config(find_config(project_root(suite_dir)))
+    return lambda cas: analyze(cas, cfg)
 
 
 @click.command("export-test")
@@ -51,7 +63,7 @@ def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, contain
     if not paths:
         raise SpoolError(f"no cassette found in {', '.join(map(str, cassettes))}")
     results = export(paths, suite_dir, cmd=cmd, cwd=cwd, status="confirmed" if confirm else "pending",
-                     force=force, assertions=assertions, dedup=dedup)
+                     force=force, assertions=assertions, dedup=dedup, analyze=project_analyze(suite_dir))
     bad = 0
     for r in results:
         if r.action == "written":

@@ -182,10 +182,21 @@ def _findings(cas, config_path, limit: int = 3) -> list[str]:
         report = analyze(cas, load_detect_config(config_path))
     except Exception as exc:  # noqa: BLE001 - a detector problem must not cost the recording
         return [f"detect: skipped ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"]
+    lines = []
+    if report.cost is not None and report.cost.calls:
+        from .show import usd
+
+        c = report.cost
+        lines.append(f"cost: {usd(c.usd)}" + (f" (prices: {', '.join(c.sources)})" if c.usd is not None else
+                                              f" (unknown: no price for {', '.join(c.unpriced_models)})"))
+    if report.checks:
+        bad = [r for r in report.checks if r.status != "pass"]
+        lines.append(f"checks: {len(report.checks) - len(bad)} passed" + (
+            f", {len(bad)} did not ({', '.join(f'{r.name}: {r.status}' for r in bad)})" if bad else ""))
     if not report.findings:
-        return ["detect: pass, no findings"]
-    lines = [f"detect: {report.verdict}, {len(report.findings)} finding{'s' if len(report.findings) != 1 else ''} "
-             f"(spoolproxy detect {cas.path} for evidence)"]
+        return lines + ["detect: pass, no findings"]
+    lines.append(f"detect: {report.verdict}, {len(report.findings)} finding{'s' if len(report.findings) != 1 else ''} "
+                 f"(spoolproxy detect {cas.path} for evidence)")
     for f in report.findings[:limit]:
         where = f" (interaction {f.interactions[0]})" if f.interactions else ""
         lines.append(f"  [{f.severity}] {f.kind}: {f.message}{where}")

@@ -141,7 +141,10 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
             raise SpoolError(f"the command did not finish within {opts.timeout_s:g} s (output: {runs / (stamp + '.log')})")
         from ..detectors import analyze, build_transcript, load_detect_config
 
-        config = load_detect_config(find_config(root))  # the project's [detect] table
+        config = load_detect_config(find_config(root))  # the project's [detect], [prices], [[checks]]
+        if case.checks:  # the case's own checks run too, from the project root
+            config = config.model_copy(update={"checks": [*config.checks, *(
+                c.model_copy(update={"base_dir": str(root)}) for c in case.checks)]})
         try:
             report = analyze(played.cassette, config)
             transcript = build_transcript(played.cassette, config)
