@@ -31,6 +31,7 @@ from ..proxy.child import NO_PROXY_VARS
 from ..proxy.recorder import Recorder
 from ..proxy.summary import NOTHING_RECORDED, NOTHING_RECORDED_SHORT, RunSummary
 from .common import COMMAND_CONTEXT, ProxySettings, parse_size, proxy_options, relative_cwd, run_session
+from .guard_options import guard_options, make_guard
 
 #: mitmproxy options for recording: connect upstream only when a request needs it, so a
 #: refused/unresolvable upstream is recorded against the real request (not the CONNECT).
@@ -64,6 +65,7 @@ def _existing_count(path: Path) -> str:
 
 @click.command(context_settings=COMMAND_CONTEXT, short_help="Record a command's HTTP(S) traffic into a cassette.")
 @proxy_options
+@guard_options
 @click.option("--cassette", "-c", type=click.Path(dir_okay=False), help="Cassette to write (default: cassettes/<UTC time>-<ms>-<pid>.yaml).")
 @click.option("--max-body-size", default="10MB", show_default=True, help="Largest response body kept in the YAML.")
 @click.option(
@@ -87,6 +89,7 @@ def command(
     redact_header: tuple[str, ...],
     redact_pattern: tuple[str, ...],
     record_mode: str,
+    guard_flags: dict,
 ) -> None:
     """Record CMD's HTTP(S) traffic into a cassette (YAML, vcrpy layout).
 
@@ -95,6 +98,7 @@ def command(
       spoolproxy record --cassette cassettes/run.yaml -- pytest -x
       spoolproxy record --cassette run.yaml          # standalone: prints export lines
       spoolproxy record --reverse https://api.openai.com -- node agent.js
+      spoolproxy record --max-llm-calls 30 --max-cost 0.50 --circuit-breaker -- python agent.py
     """
     path = Path(cassette) if cassette else default_cassette_path()
     if record_mode != "all":
@@ -103,7 +107,7 @@ def command(
         from .playback import serve
 
         # exact matching: a changed prompt is a new episode to record, not a divergence
-        serve(proxy, cassettes=(str(path),), record_mode=record_mode, match="exact")
+        serve(proxy, cassettes=(str(path),), record_mode=record_mode, match="exact", guard_flags=guard_flags)
         return
     check_writable(path)
     limit = parse_size(max_body_size)
@@ -117,7 +121,10 @@ def command(
     )
     summary = RunSummary()
     rec = Recorder(path, meta=meta, redactor=redactor, max_body_size=limit, large_bodies=large_bodies, summary=summary)
-    runner = proxy.make_runner([rec], options=RECORD_OPTIONS)
+    guard, guard_addon = make_guard(guard_flags, proxy.config)
+    if guard_addon is not None:  # before the recorder: a refused model request is recorded with its refusal
+        rec.observers.append(guard_addon.observe)
+    runner = proxy.make_runner([a for a in (guard_addon, rec) if a is not None], options=RECORD_OPTIONS)
     say = (lambda s: None) if proxy.quiet else (lambda s: click.echo(s, err=True))
 
     replacing = _existing_count(path) if path.is_file() else None
@@ -144,22 +151,25 @@ def command(
         if rec.count == 0:
             rec.abort()  # nothing ran: leave no cassette behind
             raise
-        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet, guard=guard)
         raise
     except BaseException:
-        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet, guard=guard)
         raise
-    _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+    _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet, guard=guard)
     raise SystemExit(code or 0)
 
 
 def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say, config_path=None, runner=None,
-            *, quiet: bool = False) -> None:
+            *, quiet: bool = False, guard=None) -> None:
     """Write the cassette and print the summary (``say``) and warnings (always; one line
-    each under ``quiet``)."""
-    cas = rec.finish(exit_code=code)
+    each under ``quiet``).  ``guard``: the run's budgets/circuit breaker, whose usage and
+    stop go into ``meta.extra`` and the summary."""
+    cas = rec.finish(exit_code=code, extra=guard.meta() if guard is not None else None)
     say(f"spoolproxy: wrote {path} ({len(cas)} interaction{'s' if len(cas) != 1 else ''})")
     for line in summary.lines():
+        say(f"  {line}")
+    for line in guard.summary_lines() if guard is not None else []:
         say(f"  {line}")
     if len(cas):
         for line in _findings(cas, config_path):

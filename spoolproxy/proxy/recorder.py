@@ -18,6 +18,13 @@ Life of a flow (mitmproxy hooks):
   the background) before the client sees the end of a chunked or HTTP/2 response (an HTTP/1 Content-Length
   body is complete for the client with its last byte; its write is queued at once).
 
+A response another addon made (a playback miss, a circuit-breaker refusal) is recorded like
+an upstream one; ``flow.metadata["spoolproxy.interaction_extra"]`` (a dict) is merged into the
+interaction's extensions, and ``flow.metadata["spoolproxy.seq"]`` holds its index.
+``observers`` are called on the proxy's event loop with ``(index, interaction)`` (not yet
+redacted) as each exchange completes, before the client can send its next request on the
+same connection: live guards (:mod:`spoolproxy.guards`) count there.
+
 On ``done`` (proxy shutdown) interactions still in flight are journalled as cut by the
 shutdown.  :meth:`Recorder.finish` then writes the cassette atomically from the journal
 and removes it.  A stale journal found by :meth:`Recorder.open` (a crashed earlier run of
@@ -115,6 +122,7 @@ class Recorder:
         upstream_errors: str = "close",
         summary: RunSummary | None = None,
         on_interaction: Callable[[Interaction], None] | None = None,
+        observers: list[Callable[[int, Interaction], None]] | None = None,
     ) -> None:
         self.path = Path(cassette_path)
         self.meta = meta or CassetteMeta(recorder="spoolproxy", record_mode="all")
@@ -124,6 +132,7 @@ class Recorder:
         self.upstream_errors = upstream_errors
         self.summary = summary if summary is not None else RunSummary()
         self.on_interaction = on_interaction
+        self.observers = list(observers or [])
         self.journal: Journal | None = None
         self.recovered: tuple[Path, int] | None = None
         self.write_errors: list[str] = []
@@ -223,6 +232,7 @@ class Recorder:
             return
         cap = _Capture(seq=next(self._seq), started=flow.request.timestamp_start or time.time())
         self._pending[flow.id] = cap
+        flow.metadata["spoolproxy.seq"] = cap.seq
         try:
             declared = int(flow.request.headers.get("content-length", "0"))
         except ValueError:
@@ -323,7 +333,18 @@ class Recorder:
             return
         if cap.request is None:
             cap.request = self._request(cap, flow)
+        if cap.status is None and failure is None and flow.response is not None:  # made by another addon
+            cap.status, cap.reason = flow.response.status_code, flow.response.reason or ""
+            cap.headers = headers_of(flow.response)
         it = self._interaction(cap, flow, failure)
+        extra = flow.metadata.get("spoolproxy.interaction_extra")
+        if isinstance(extra, dict):
+            it.extra.update(extra)
+        for observe in self.observers:
+            try:
+                observe(cap.seq, it)
+            except Exception as exc:  # noqa: BLE001 - an observer must never cost the recording
+                logger.warning("spoolproxy: observer failed: %s", exc)
         loop = asyncio.get_running_loop()
         write = loop.run_in_executor(self._executor, self._write, cap.seq, it)
         if failure is None and (cap.sink is None or _client_already_has_it(flow)):
@@ -389,10 +410,11 @@ class Recorder:
         if self.journal is not None:
             self.journal.close(remove=True)
 
-    def finish(self, exit_code: int | None = None) -> Cassette:
+    def finish(self, exit_code: int | None = None, extra: dict | None = None) -> Cassette:
         """Write the cassette atomically from the journal and remove the journal.
 
-        Call after the proxy stopped.  Returns the cassette as written (redacted).
+        Call after the proxy stopped.  ``extra``: run-level facts added to ``meta.extra``
+        (e.g. a guard's ``budget`` and ``circuit_breaker``).  Returns the cassette as written (redacted).
         Raises CassetteError when the cassette cannot be written (the journal is kept
         then, for ``spoolproxy recover``).
         """
@@ -404,6 +426,10 @@ class Recorder:
         self.journal.close(remove=False)
         cas = read_journal(self.journal.path)
         cas.meta.exit_code = exit_code
+        if extra:
+            import json
+
+            cas.meta.extra.update(json.loads(self.redactor.text(json.dumps(extra))))  # reasons may quote arguments
         save(cas, self.path)
         self.journal.close(remove=True)
         cas.path = self.path
