@@ -6,6 +6,10 @@ assertions; ``--clear-assertions`` first resets them to the default (the signatu
 must not come back).  ``--normalize REGEX`` / ``--ignore-json-path PATH`` /
 ``--match-header NAME`` add to the case's ``match_options`` (``--clear-match-options`` first
 empties them).  CASE is a case file or a case name in ``--suite``.
+
+``--learn-from PASSING_CASSETTE`` (or ``pinned``: the case's pinned run, when ``spoolproxy
+test --pin`` made one) diffs the case's failing run against a passing run of the same task
+and proposes assertions; the accepted ones (prompt, or ``--accept-learned``) are added.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import click
 from ..errors import UsageError
 from ..suite.files import DEFAULT_SUITE
 from ..suite.model import STATUSES
+from .learn_review import learn_options, pinned_sibling, review
 from .suite_options import assertion_options
 
 
@@ -44,16 +49,18 @@ def _case_path(arg: str, suite_dir: Path) -> Path:
               help="Matching: also match this request header (repeatable).")
 @click.option("--clear-match-options", is_flag=True, help="Empty the case's match_options before adding.")
 @click.option("--clear-assertions", is_flag=True, help="Reset assertions to the default before adding.")
-def command(cases, suite_dir, status, contains, matches, tools, max_llm_calls, live, match, normalize,
-            ignore_json_path, match_header, clear_match_options, clear_assertions) -> None:
+@learn_options
+def command(cases, suite_dir, status, contains, matches, tools, max_llm_calls, max_tool_calls, live, match, normalize,
+            ignore_json_path, match_header, clear_match_options, clear_assertions, learn_from, accept_learned) -> None:
     """Set the status (pending/confirmed/rejected) and assertions of test cases."""
     from pydantic import ValidationError
 
     from ..suite.files import load_case, save_case
     from ..suite.model import Assertions
 
-    if not (status or contains or matches or tools or max_llm_calls is not None or live or match or clear_assertions
-            or normalize or ignore_json_path or match_header or clear_match_options):
+    if not (status or contains or matches or tools or max_llm_calls is not None or max_tool_calls is not None or live
+            or match or clear_assertions or normalize or ignore_json_path or match_header or clear_match_options
+            or learn_from):
         raise UsageError("nothing to change: give --status confirmed|rejected|pending, an assertion flag "
                          "or a matching flag (--normalize, --ignore-json-path)")
     for arg in cases:
@@ -66,6 +73,10 @@ def command(cases, suite_dir, status, contains, matches, tools, max_llm_calls, l
             a.final_answer_matches = matches
         if max_llm_calls is not None:
             a.max_llm_calls = max_llm_calls
+        if max_tool_calls is not None:
+            a.max_tool_calls = max_tool_calls
+        if learn_from is not None:
+            a = _learned(case, path, suite_dir, learn_from, accept_learned, a)
         update: dict = {"assertions": a}
         if status:
             update["status"] = status
@@ -95,6 +106,30 @@ def command(cases, suite_dir, status, contains, matches, tools, max_llm_calls, l
                    + (f"; matching: {', '.join(opts)}" if opts else ""))
 
 
+def _learned(case, path: Path, suite_dir: Path, learn_from: str, accept, assertions):
+    """The case's assertions plus the learned ones the reviewer accepts."""
+    from ..config import find_config
+    from ..detectors import load_detect_config
+    from ..suite.files import project_root
+
+    root = project_root(path.parent)
+    failing = root / (case.failing_cassette or case.cassette)
+    if learn_from == "pinned":
+        if case.failing_cassette:
+            passing = root / case.cassette
+        else:
+            passing = pinned_sibling(failing)
+    else:
+        passing = Path(learn_from)
+    if not passing.is_file():
+        raise UsageError(f"--learn-from: no passing run at {passing}; name a passing cassette of the same task")
+    if passing.resolve() == failing.resolve():
+        raise UsageError(f"--learn-from {passing}: that is the case's failing run; name a passing run")
+    cfg = load_detect_config(find_config(root))
+    new, _added = review(failing, passing, assertions, accept, config=cfg)
+    return new
+
+
 def _describe(a) -> str:
     parts = [f"contains {t!r}" for t in a.final_answer_contains]
     if a.final_answer_matches:
@@ -102,4 +137,6 @@ def _describe(a) -> str:
     parts += [f"calls {t}" for t in a.tools_called]
     if a.max_llm_calls is not None:
         parts.append(f"<= {a.max_llm_calls} LLM calls")
+    if a.max_tool_calls is not None:
+        parts.append(f"<= {a.max_tool_calls} tool calls")
     return ", ".join(parts)
