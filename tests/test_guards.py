@@ -187,3 +187,38 @@ def test_meter_warns_once_and_exceeds_once():
     assert m.would_exceed(5).message == "LLM calls: 6 exceed the budget of 5"
     clock[0] = 11.0
     assert [e.dimension for e in m.tick()] == ["seconds"]
+
+
+def test_playback_live_budgets_count_live_model_calls(tmp_path, spool_home, fake_provider):
+    base = record(tmp_path, spool_home, fake_provider, agent_args=("--max-iterations", "1"), name="base")
+    assert base.proc.returncode == 0, base.explain()
+    fake_provider.reset()
+    proc = subprocess.run(
+        [sys.executable, "-m", "spoolproxy", "playback", "-c", str(base.path), "--upstream-ca", str(fake_provider.ca_pem_path),
+         "--connect-to", f"api.openai.com:443:127.0.0.1:{fake_provider.port}",
+         "--connect-to", f"tools.example.test:80:127.0.0.1:{fake_provider.http_port}",
+         "--live", "api.openai.com", "--live", "tools.example.test", "--max-llm-calls", "2", "--circuit-breaker",
+         "--", sys.executable, str(AGENT)],
+        capture_output=True, text=True, env=cli_env(spool_home), cwd=tmp_path, timeout=120)
+    out = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
+    assert proc.returncode == 3 and out["calls"] == 3 and out["should_retry"] == "false", proc.stderr
+    assert len(fake_provider.requests_to("/chat/completions")) == 2
+    assert "circuit breaker: stopped the run" in proc.stderr
+    merged = load(base.path)
+    assert merged.meta.extra["circuit_breaker"]["what"] == "llm_calls"
+    assert [bool(it.extra.get("circuit_breaker")) for it in merged.interactions].count(True) == 1
+
+
+def test_refusals_use_each_providers_error_shape():
+    from spoolproxy.guards.breaker import Stop
+    from spoolproxy.guards.refusal import refusal_response
+
+    stop = Stop(reason="budget exceeded: tokens: 1210 exceed the budget of 1000", cause="budget", what="tokens")
+    for host, path, key in (("api.anthropic.com", "/v1/messages", "type"), ("generativelanguage.googleapis.com",
+                            "/v1beta/models/gemini-2.5-flash:generateContent", "error"),
+                            ("api.openai.com", "/v1/responses", "error")):
+        status, headers, body = refusal_response(stop, host, path)
+        doc = json.loads(body)
+        assert status == 400 and headers["x-should-retry"] == "false" and headers["x-spoolproxy"] == "circuit-breaker"
+        assert key in doc and "tokens: 1210 exceed the budget of 1000" in body.decode()
+    assert json.loads(refusal_response(stop, "api.anthropic.com", "/v1/messages")[2])["type"] == "error"
