@@ -12,7 +12,12 @@ Output: a table of findings per cassette, or with ``--json`` one JSON object per
 per line (JSON Lines)::
 
     {"cassette": "...", "verdict": "pass"|"fail", "findings": [{"kind", "severity",
-     "interactions": [0-based], "message", "evidence": [{"interaction", "path", "quote"}]}]}
+     "interactions": [0-based], "message", "evidence": [{"interaction", "path", "quote"}]}],
+     "cost": {"usd", "calls", "unpriced_models", "sources", "prices_as_of"},
+     "checks": [{"name", "status", "severity", "message", "interactions", "duration_ms", "exit_code"}]}
+
+The project's ``[[checks]]`` (user checks, :mod:`spoolproxy.checks`) run on every cassette;
+one that fails, crashes or times out is a ``check_failed`` finding at its severity.
 
 ``--jobs N`` loads and analyzes cassettes in N worker processes (output order unchanged).
 Exit status: 0, or 1 with ``--fail-on LEVEL`` when any finding is at LEVEL or above;
