@@ -27,6 +27,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export-test": ("export_test", "Turn failing runs into regression test cases."),
     "annotate": ("annotate", "Set a test case's status (pending/confirmed/rejected)."),
     "test": ("testrun", "Run the regression suite: passes / still_fails / fails_differently."),
+    "cluster": ("cluster", "Group failing runs by root cause, biggest first."),
+    "report": ("report", "Write one run as a self-contained HTML report."),
+    "dashboard": ("dashboard", "Write an HTML dashboard of many runs: pass rate, clusters, tests."),
 }
 
 
