@@ -18,6 +18,9 @@ Exit status (``--fail-on``):
 any case runs).  A run where no case ran because every case is pending or rejected exits
 0 and says so.
 
+Each case's latest result is kept in ``<suite>/.runs/results.json`` (read by
+``spoolproxy dashboard``).
+
 Matching: ``--normalize`` / ``--ignore-json-path`` / ``--match-header`` apply to every case,
 on top of the project's ``[playback]`` table and each case's ``match_options``.
 """
@@ -104,6 +107,9 @@ def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repea
                       match_headers=tuple(match_header))
     results = run_suite(suite_dir, opts)
     regressions = mark_regressions(results, previous)
+    from ..suite.results import record_results
+
+    record_results(suite_dir, results)  # the latest outcomes, for `spoolproxy dashboard`
     ran = [r for r in results if r.outcome is not None]
     code = exit_status(results, regressions, fail_on)
     if junit:
