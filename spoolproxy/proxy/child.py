@@ -5,7 +5,10 @@ trusts it; :func:`run_child` runs the program, forwards SIGINT/SIGTERM and retur
 exit status.  Shared by ``spoolproxy record`` and ``spoolproxy playback``.
 
 Proxy variables: ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` in both cases (curl reads
-only the lower-case ``http_proxy``; Python, Node, Go and Rust clients read one or the other).
+only the lower-case ``http_proxy``; Python, Node, Go and Rust clients read one or the other),
+and ``WSS_PROXY``/``WS_PROXY`` in both cases, which WebSocket clients prefer for ``wss://``
+and ``ws://`` URLs (Python's ``websockets``, used by the openai SDK's Realtime client, reads
+them through ``urllib.request.getproxies``; it falls back to ``HTTPS_PROXY``).
 CA variables: ``SSL_CERT_FILE`` (OpenSSL, httpx, aiohttp, Go), ``REQUESTS_CA_BUNDLE``
 (requests), ``CURL_CA_BUNDLE`` (curl), ``NODE_EXTRA_CA_CERTS`` (Node, added to its roots),
 ``AWS_CA_BUNDLE`` (botocore), ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` (gRPC), ``PIP_CERT``,
@@ -28,7 +31,8 @@ from typing import Mapping, Sequence
 
 from ..errors import SpoolError
 
-PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
+PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy",
+              "WSS_PROXY", "WS_PROXY", "wss_proxy", "ws_proxy")
 NO_PROXY_VARS = ("NO_PROXY", "no_proxy")
 BUNDLE_VARS = (
     "SSL_CERT_FILE",

@@ -83,6 +83,14 @@ class PlayAndRecord:
         if self.recorder is not None:
             await _call(self.recorder.error, flow)
 
+    def websocket_message(self, flow) -> None:
+        if self.recorder is not None:
+            self.recorder.websocket_message(flow)
+
+    async def websocket_end(self, flow) -> None:
+        if self.recorder is not None:
+            await _call(self.recorder.websocket_end, flow)
+
 
 async def _call(hook, *args) -> None:
     """Call a mitmproxy hook that may be sync or async."""
@@ -178,6 +186,7 @@ class Engine:
 
     async def _detach(self) -> None:
         assert self.addon is not None
+        await self.addon.playback.websockets.drain()  # WebSocket sessions amend the report when they end
         recorder, self.addon.recorder = self.addon.recorder, None
         if recorder is not None:
             await _call(recorder.done)
