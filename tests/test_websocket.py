@@ -226,6 +226,7 @@ def test_conversation_steps_and_warnings():
     step = conv.receive(c('{"type":"zzz"}'))  # another event type: a miss, closed 1008
     assert step.outcome == "miss" and step.replies == [] and step.close.code == 1008
     assert conv.outcome == "miss" and "does not match" in conv.reasons[0]
+    assert conv.suggestions == []  # another event type is a real change: no flag hides it
 
     conv = _conv(rec, match="exact")
     conv.opening()

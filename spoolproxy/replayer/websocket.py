@@ -118,13 +118,12 @@ class Conversation:
             changes = diff_bodies(rjson, ajson, rcanon, acanon) if recorded.is_text == actual.is_text else []
             shape_ok = _shape(recorded, rjson) == _shape(actual, ajson)
             where = f"client message {k + 1} of {total}"
+            self._note(changes, k, suggest_flags=shape_ok)  # another event type is a real change
             if self.match == "default" and shape_ok:
                 outcome = "divergence"
                 self.reasons.append(f"WebSocket: {where} differs from the recording; its recorded answers were "
                                     "sent anyway (--match exact makes this a miss)")
-                self._note(changes, k)
             else:
-                self._note(changes, k)
                 return self._miss(f"WebSocket: {where} does not match the recording: recorded "
                                   f"{recorded.describe()}, actual {actual.describe()}; the connection was closed "
                                   f"({MISS_CLOSE_CODE})")
@@ -171,8 +170,8 @@ class Conversation:
         if _RANK[outcome] > _RANK[self.outcome]:
             self.outcome = outcome
 
-    def _note(self, changes: list[Change], k: int) -> None:
-        for flag in suggest(changes):
+    def _note(self, changes: list[Change], k: int, *, suggest_flags: bool = True) -> None:
+        for flag in suggest(changes) if suggest_flags else ():
             if flag not in self.suggestions:
                 self.suggestions.append(flag)
         self.changes += [c.model_copy(update={"path": f"client message {k + 1} {c.path}"}) for c in changes]
