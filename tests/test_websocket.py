@@ -258,3 +258,12 @@ def test_recorded_messages_are_redacted():
     assert first["from"] == "client" and first["at_ms"] == 250.0
     assert second == {"from": "server", "at_ms": 500.0, "binary": b"\x00\x01"}
     assert "close" not in ext  # still open
+
+
+def test_child_env_points_websocket_clients_at_the_proxy(tmp_path):
+    from spoolproxy.proxy.child import child_env, export_lines
+
+    env = child_env("http://127.0.0.1:8899", tmp_path / "bundle.pem", base={})
+    for name in ("WSS_PROXY", "WS_PROXY", "wss_proxy", "ws_proxy"):
+        assert env[name] == "http://127.0.0.1:8899"
+    assert "export WSS_PROXY=http://127.0.0.1:8899" in export_lines(env, base={})

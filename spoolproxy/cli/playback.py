@@ -151,7 +151,7 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
     if isolation is None and proxy.command:
         from ..proxy.bypass import bypass_warnings
 
-        for line in bypass_warnings(proxy.command):
+        for line in bypass_warnings(proxy.command, reverse=bool(proxy.reverse)):
             click.echo(f"spoolproxy: warning: {line}; in playback such requests may reach the real network "
                        "(--isolate makes them fail instead)", err=True)
     n = len(session.index)

@@ -139,7 +139,7 @@ def command(
 
     from ..proxy.bypass import bypass_warnings
 
-    bypass = bypass_warnings(proxy.command)  # clients that ignore HTTPS_PROXY: said with the summary
+    bypass = bypass_warnings(proxy.command, reverse=bool(proxy.reverse))  # clients that ignore HTTPS_PROXY: said with the summary
     code: int | None = None
     try:
         code = run_session(proxy, runner, banner="Recording")

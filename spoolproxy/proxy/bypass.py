@@ -120,15 +120,17 @@ def aiohttp_warnings(files: Sequence[Path], cwd: Path, limit: int = 3) -> list[s
     return out
 
 
-def bypass_warnings(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> list[str]:
+def bypass_warnings(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None, *,
+                    reverse: bool = False) -> list[str]:
     """Warnings about proxy-ignoring clients the command ``argv`` is known to use (see the
-    module docstring); empty when none is spotted.  Never raises."""
+    module docstring); empty when none is spotted.  ``reverse``: ``--reverse`` upstreams are
+    set up (the usual answer for Node clients, so Node is not warned about).  Never raises."""
     if not argv:
         return []
     cwd = cwd or Path.cwd()
     out: list[str] = []
     try:
-        if _is_node(argv):
+        if _is_node(argv) and not reverse:
             v = node_version(env)
             w = node_warning(v) if v else None
             if w:
