@@ -129,10 +129,18 @@ class WsReplayServer:
         job: WsJob | None = None
         closed_by: str | None = None
         try:
-            job = await self._handshake(ws, reader, writer)
+            request = await self._read_handshake(ws, reader)
+            if request is None:
+                return
+            token = request.target.rsplit("/", 1)[-1] if request.target.startswith(PATH_PREFIX) else ""
+            job = self.jobs.pop(token, None)
             if job is None:
+                writer.write(ws.send(RejectConnection(status_code=404, headers=[(b"content-length", b"0")])))
+                await writer.drain()
                 return
             self.active.add(job)
+            writer.write(ws.send(self._accept(job, request)))
+            await writer.drain()
             closed_by = await self._converse(job, ws, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, LocalProtocolError, RemoteProtocolError):
             closed_by = "client"
@@ -150,28 +158,27 @@ class WsReplayServer:
             except Exception:  # pragma: no cover
                 pass
 
-    async def _handshake(self, ws, reader, writer) -> WsJob | None:
+    @staticmethod
+    async def _read_handshake(ws, reader) -> Request | None:
+        """The client's upgrade request (None when it went away first)."""
         while True:
             data = await reader.read(65536)
             if not data:
                 return None
             ws.receive_data(data)
             for ev in ws.events():
-                if not isinstance(ev, Request):
-                    continue
-                job = self.jobs.pop(ev.target.rsplit("/", 1)[-1], None) if ev.target.startswith(PATH_PREFIX) else None
-                if job is None:
-                    writer.write(ws.send(RejectConnection(status_code=404, headers=[(b"content-length", b"0")])))
-                    await writer.drain()
-                    return None
-                offered = list(ev.subprotocols)
-                recorded = [v for k, v in job.headers if k.lower() == "sec-websocket-protocol"]
-                sub = recorded[0] if recorded and recorded[0] in offered else None
-                extra = [(k.encode("latin-1", "replace"), v.encode("utf-8", "surrogateescape"))
-                         for k, v in job.headers if k.lower() not in HANDSHAKE_HEADERS]
-                writer.write(ws.send(AcceptConnection(subprotocol=sub, extra_headers=extra)))
-                await writer.drain()
-                return job
+                if isinstance(ev, Request):
+                    return ev
+
+    @staticmethod
+    def _accept(job: WsJob, request: Request) -> AcceptConnection:
+        """The 101: the recorded headers, and the recorded sub-protocol when the client offers it
+        (wsproto adds ``Sec-WebSocket-Accept`` for the client's key)."""
+        recorded = [v for k, v in job.headers if k.lower() == "sec-websocket-protocol"]
+        sub = recorded[0] if recorded and recorded[0] in list(request.subprotocols) else None
+        extra = [(k.encode("latin-1", "replace"), v.encode("utf-8", "surrogateescape"))
+                 for k, v in job.headers if k.lower() not in HANDSHAKE_HEADERS]
+        return AcceptConnection(subprotocol=sub, extra_headers=extra)
 
     async def _converse(self, job: WsJob, ws, reader, writer) -> str | None:
         """Play the conversation until either side closes; returns who closed."""
