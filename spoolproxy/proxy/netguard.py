@@ -208,7 +208,7 @@ class NetGuard:
             await asyncio.start_server(lambda r, w, t=target: self._relay(r, w, t), sock=sock)
         for sock in self.dns:
             sock.setblocking(False)
-            await self._loop.create_datagram_endpoint(lambda s=sock: _DnsSink(self, s), sock=sock)
+            await self._loop.create_datagram_endpoint(lambda: _DnsSink(self), sock=sock)
         for sock in self.traps:
             sock.setblocking(False)
             await asyncio.start_server(self._trap, sock=sock)
@@ -252,7 +252,9 @@ class NetGuard:
 
 
 class _DnsSink(asyncio.DatagramProtocol):
-    def __init__(self, guard: NetGuard, sock: socket.socket) -> None:
+    """Answers every DNS query NXDOMAIN and notes the name looked up."""
+
+    def __init__(self, guard: NetGuard) -> None:
         self.guard = guard
         self.transport: asyncio.DatagramTransport | None = None
 

@@ -53,8 +53,7 @@ class FakeRealtime:
             return await serve(self._handle, "127.0.0.1", 0, ssl=ctx, process_request=self._count)
 
         self._server = asyncio.run_coroutine_threadsafe(start(), self._loop).result(10)
-        self.port = self._server.sockets[0].getsockname()[1] if hasattr(self._server, "sockets") else \
-            list(self._server.server.sockets)[0].getsockname()[1]
+        self.port = list(self._server.sockets)[0].getsockname()[1]
         return self
 
     def __exit__(self, *exc) -> None:
