@@ -151,6 +151,9 @@ def command(
     if outer and not proxy.upstream_proxy:
         say(f"spoolproxy: connecting upstream directly, not via HTTPS_PROXY={outer} (use --upstream-proxy to chain)")
 
+    from ..proxy.bypass import bypass_warnings
+
+    bypass = bypass_warnings(proxy.command, reverse=bool(proxy.reverse))  # clients that ignore HTTPS_PROXY: said with the summary
     code: int | None = None
     try:
         code = run_session(proxy, runner, banner="Recording")
@@ -158,19 +161,20 @@ def command(
         if rec.count == 0:
             rec.abort()  # nothing ran: leave no cassette behind
             raise
-        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet, bypass=bypass)
         raise
     except BaseException:
-        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet, bypass=bypass)
         raise
-    _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+    _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet, bypass=bypass)
     raise SystemExit(code or 0)
 
 
 def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say, config_path=None, runner=None,
-            *, quiet: bool = False) -> None:
+            *, quiet: bool = False, bypass: list[str] | None = None) -> None:
     """Write the cassette and print the summary (``say``) and warnings (always; one line
-    each under ``quiet``)."""
+    each under ``quiet``), including ``bypass``: clients of CMD known to ignore the proxy
+    (:func:`spoolproxy.proxy.bypass.bypass_warnings`), whose requests are missing."""
     cas = rec.finish(exit_code=code)
     say(f"spoolproxy: wrote {path} ({len(cas)} interaction{'s' if len(cas) != 1 else ''})")
     for line in summary.lines():
@@ -184,6 +188,8 @@ def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, sa
     if errors:
         click.echo(f"spoolproxy: warning: {len(errors)} internal error(s) while proxying, first: {errors[0]} "
                    "(rerun with --verbose for details)", err=True)
+    for line in bypass or ():
+        click.echo(f"spoolproxy: warning: not recorded: {line}", err=True)
     if len(cas) == 0:
         click.echo(NOTHING_RECORDED_SHORT if quiet else NOTHING_RECORDED, err=True)
 

@@ -78,9 +78,13 @@ STYLE = {"passes": "green", "still_fails": "red", "fails_differently": "magenta"
               help="For every case: also match this request header (repeatable).")
 @click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True,
               help="Seconds a case's command may run.")
+@click.option("--isolate/--no-isolate", default=None,
+              help="Run each case where the proxy is the only reachable endpoint, so a client that ignores the "
+                   "proxy variables fails and is named (Linux network namespaces).  [default: on where the "
+                   "platform allows it]")
 @click.option("-v", "--verbose", is_flag=True, help="Print the details (findings, diffs) of every case.")
 def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repeat, jobs, pin, baseline, update_baseline, fail_on, junit,
-            markdown, as_json, normalize, ignore_json_path, match_header, timeout_s, verbose) -> None:
+            markdown, as_json, normalize, ignore_json_path, match_header, timeout_s, isolate, verbose) -> None:
     """Run the regression suite: passes / still_fails / fails_differently / unreplayable."""
     from ..suite.baseline import exit_status, load_baseline, mark_regressions, save_baseline
     from ..suite.junit import write_junit
@@ -104,7 +108,7 @@ def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repea
     opts = RunOptions(live=tuple(live) if live else (() if no_live else None), pin=pin, jobs=jobs, connect_to=tuple(connect_to),
                       upstream_ca=upstream_ca, timeout_s=timeout_s, only=tuple(only), repeat=repeat,
                       normalize=tuple(normalize), ignore_json_paths=tuple(ignore_json_path),
-                      match_headers=tuple(match_header))
+                      match_headers=tuple(match_header), isolate=isolate)
     results = run_suite(suite_dir, opts)
     regressions = mark_regressions(results, previous)
     from ..suite.results import record_results
