@@ -114,7 +114,7 @@ def _groups(spans: list[otlp.Span], split: str) -> list[tuple[str, list[otlp.Spa
 
 
 def _run(path: Path, trace: str | None, spans: list[otlp.Span], events: dict) -> tuple[ImportedRun | None, str | None]:
-    spans = sorted(spans, key=lambda s: s.start_ns)
+    spans = sorted(spans, key=lambda s: (s.start_ns, _op(s) != "execute_tool"))  # a tool before the call it fed
     steps = [s for s in spans if _op(s) in INFERENCE_OPS or _op(s) == "execute_tool"]
     calls = [(s, _content(s, events.get(s.span_id, []))) for s in steps if _op(s) in INFERENCE_OPS]
     where = f"trace {trace}" if trace else "the file"
@@ -123,31 +123,38 @@ def _run(path: Path, trace: str | None, spans: list[otlp.Span], events: dict) ->
     if not any(c[1][0] or c[1][1] for c in calls):
         return None, (f"{where}: the spans carry no message content (turn content capture on, e.g. "
                       "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)")
-    has_tool_spans = any(_op(s) == "execute_tool" for s in steps)
     content = {s.span_id: c for s, c in calls}
+    known_calls: dict[str, tuple[str, Any]] = {}  # tool call id -> (name, arguments)
+    results: dict[str, str] = {}  # tool call id -> the result the model was fed
+    for messages, answer, _, _ in content.values():
+        for m in [*(messages or []), answer or {}]:
+            for tc in m.get("tool_calls") or []:
+                known_calls.setdefault(str(tc.get("id")), (tc["function"]["name"], tc["function"]["arguments"]))
+            if m.get("role") == "tool":
+                results.setdefault(str(m.get("tool_call_id")), content_text(m.get("content")))
+    spanned = {str(s.attributes.get("gen_ai.tool.call.id")) for s in steps if _op(s) == "execute_tool"}
     b = RunBuilder()
-    seen_results: set[str] = set()
-    known_calls: dict[str, tuple[str, Any]] = {}
+    seen_results: set[str] = set(spanned)
     shapes: set[str] = set()
     for s in steps:
         a = s.attributes
         if _op(s) == "execute_tool":
+            cid = str(a.get("gen_ai.tool.call.id"))
             failed = s.status_code == 2 or bool(a.get("error.type"))
-            result = a.get("gen_ai.tool.call.result")
+            result = a.get("gen_ai.tool.call.result", results.get(cid))
             if result is None and failed:
                 result = s.status_message or str(a.get("error.type") or "tool failed")
-            b.tool_call(str(a.get("gen_ai.tool.name") or "tool"), a.get("gen_ai.tool.call.arguments"), result,
-                        call_id=a.get("gen_ai.tool.call.id"), is_error=failed, started_at=_t(s.start_ns),
-                        duration_ms=_ms(s))
+            args = a.get("gen_ai.tool.call.arguments", known_calls.get(cid, (None, None))[1])
+            b.tool_call(str(a.get("gen_ai.tool.name") or "tool"), args, result, call_id=a.get("gen_ai.tool.call.id"),
+                        is_error=failed, started_at=_t(s.start_ns), duration_ms=_ms(s))
             continue
         messages, answer, finish, shape = content[s.span_id]
         shapes.add(shape)
         for m in messages or []:
-            for tc in m.get("tool_calls") or []:
-                known_calls.setdefault(str(tc.get("id")), (tc["function"]["name"], tc["function"]["arguments"]))
-            if m.get("role") == "tool" and not has_tool_spans and str(m.get("tool_call_id")) not in seen_results:
-                seen_results.add(str(m.get("tool_call_id")))
-                name, args = known_calls.get(str(m.get("tool_call_id")), (m.get("name") or "tool", None))
+            cid = str(m.get("tool_call_id"))
+            if m.get("role") == "tool" and cid not in seen_results:  # a result no execute_tool span covers
+                seen_results.add(cid)
+                name, args = known_calls.get(cid, (m.get("name") or "tool", None))
                 b.tool_call(name, args, m.get("content"), call_id=m.get("tool_call_id"))
         host = a.get("server.address") or PROVIDER_HOSTS.get(str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or ""), "api.openai.com")
         port = a.get("server.port")
