@@ -276,3 +276,124 @@ def test_redactor_applies_to_otel_export(tmp_path):
     [run] = import_file(msgs, redactor=Redactor())
     text = json.dumps(export_otlp(run.cassette, capture_content=True))
     assert KEY not in text and "REDACTED-openai-key-" in text
+
+
+# -- format corners -----------------------------------------------------------------------
+def test_har_corners_devtools_write(tmp_path):
+    """What Chromium/Charles/Proxyman HARs carry that mitmproxy's do not: HTTP/2 pseudo
+    headers, a form body as params only, a base64 body, a gzip header on decoded text,
+    a failed request (status 0 + ``_error``), WebSocket frames."""
+    import base64
+
+    entries = [
+        {"startedDateTime": "2026-01-02T10:00:00.000Z", "time": 12.5,
+         "request": {"method": "POST", "url": "https://auth.example.com/token", "httpVersion": "h2",
+                     "headers": [{"name": ":authority", "value": "auth.example.com"}, {"name": "content-type",
+                                 "value": "application/x-www-form-urlencoded"}],
+                     "postData": {"mimeType": "application/x-www-form-urlencoded",
+                                  "params": [{"name": "grant_type", "value": "client_credentials"},
+                                             {"name": "client_secret", "value": "s3cr3t-value-123"}]}},
+         "response": {"status": 200, "statusText": "", "headers": [{"name": "content-encoding", "value": "gzip"},
+                                                                   {"name": "content-type", "value": "application/json"}],
+                      "content": {"size": 11, "mimeType": "application/json", "text": '{"ok":true}'}}},
+        {"startedDateTime": "2026-01-02T10:00:01.000Z", "time": 3,
+         "request": {"method": "GET", "url": "https://cdn.example.com/logo.png", "headers": []},
+         "response": {"status": 200, "headers": [], "content": {"size": 4, "mimeType": "image/png",
+                                                                "encoding": "base64",
+                                                                "text": base64.b64encode(b"\x89PNG").decode()}}},
+        {"startedDateTime": "2026-01-02T10:00:02.000Z", "time": 1, "_error": "net::ERR_CONNECTION_REFUSED",
+         "request": {"method": "GET", "url": "http://localhost:9/health", "headers": []},
+         "response": {"status": 0, "headers": [], "content": {}}},
+        {"startedDateTime": "2026-01-02T10:00:03.000Z", "time": 5, "_resourceType": "websocket",
+         "request": {"method": "GET", "url": "wss://rt.example.com/v1/realtime", "headers": []},
+         "response": {"status": 101, "headers": [], "content": {"size": 0, "text": ""}},
+         "_webSocketMessages": [{"type": "send", "time": 1.5, "opcode": 1, "data": "hi"},
+                                {"type": "receive", "time": 1.6, "opcode": 1, "data": "hello"}]},
+    ]
+    p = tmp_path / "devtools.har"
+    p.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "WebInspector", "version": "537.36"},
+                                     "entries": list(reversed(entries))}}))
+    [run] = import_file(p)
+    a, b, c, d = run.cassette.interactions
+    assert a.request.header(":authority") is None and a.request.body.startswith(b"grant_type=client_credentials&")
+    assert b"s3cr3t" not in a.request.body  # the form secret went through the Redactor
+    assert a.response.body == b'{"ok":true}' and a.response.header("content-encoding") is None
+    assert b.response.body == b"\x89PNG"
+    assert c.response is None and c.error.kind == "refused" and c.error.during == "connect"
+    assert d.response.status == 101 and [m["from"] for m in d.extra["websocket_messages"]] == ["client", "server"]
+    assert run.cassette.meta.extra["imported_from"]["creator"] == "WebInspector 537.36"
+    assert str(run.cassette.meta.recorded_at).startswith("2026-01-02 10:00:00")
+
+
+def test_flow_file_websocket_and_error_flows_written_by_mitmproxy(tmp_path):
+    from mitmproxy import io as mio
+    from mitmproxy.test import tflow
+
+    p = tmp_path / "dump.flows"
+    with open(p, "wb") as fh:
+        w = mio.FlowWriter(fh)
+        w.add(tflow.twebsocketflow())
+        w.add(tflow.tflow(err=True))
+        w.add(tflow.ttcpflow())
+    [run] = import_file(p)
+    ws, failed = run.cassette.interactions
+    assert ws.response.status == 101
+    assert [(m["from"], m["type"]) for m in ws.extra["websocket_messages"]] == [
+        ("client", "binary"), ("client", "text"), ("server", "text")]
+    assert failed.error is not None and failed.response is None
+    assert run.notes == ("skipped 1 non-HTTP flows (TCP/UDP/DNS)",)
+
+
+def test_otel_older_shapes_openllmetry_and_span_events(tmp_path):
+    import base64
+
+    def span(attrs, events=(), sid="AQIDBAUGBwg="):  # base64 ids, as protobuf's generic JSON mapping writes them
+        return {"trace_id": "AAECAwQFBgcICQoLDA0ODw==", "span_id": sid, "name": "openai.chat", "start_time_unix_nano": 10,
+                "end_time_unix_nano": 20, "attributes": [{"key": k, "value": {"string_value": v} if isinstance(v, str)
+                                                          else {"int_value": str(v)}} for k, v in attrs.items()],
+                "events": list(events)}
+
+    llmetry = span({"gen_ai.system": "openai", "gen_ai.request.model": "gpt-4o", "llm.request.type": "chat",
+                    "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "weather in Paris?",
+                    "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.finish_reason": "tool_calls",
+                    "gen_ai.completion.0.tool_calls.0.id": "c1", "gen_ai.completion.0.tool_calls.0.name": "weather",
+                    "gen_ai.completion.0.tool_calls.0.arguments": '{"city": "Paris"}',
+                    "gen_ai.usage.prompt_tokens": 9, "gen_ai.usage.completion_tokens": 4})
+    events = span({"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}, sid="AQIDBAUGBwk=", events=[
+        {"name": "gen_ai.content.prompt", "time_unix_nano": 30, "attributes": [{"key": "gen_ai.prompt", "value": {
+            "string_value": json.dumps([{"role": "user", "content": "weather in Paris?"}, {"role": "assistant", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"}])}}]},
+        {"name": "gen_ai.content.completion", "time_unix_nano": 31, "attributes": [{"key": "gen_ai.completion", "value": {
+            "string_value": json.dumps([{"role": "assistant", "content": "It is sunny.", "finish_reason": "stop"}])}}]}])
+    events["start_time_unix_nano"] = 40
+    doc = {"resource_spans": [{"resource": {"attributes": []}, "scope_spans": [{"spans": [llmetry, events]}]}]}
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps(doc))
+    [run] = import_file(p)
+    cas = run.cassette
+    assert cas.meta.extra["imported_from"]["conventions"] == ["openllmetry", "span-events"]
+    assert [it.extra["synthesized"] for it in cas.interactions] == ["chat-completion", "tool-result", "chat-completion"]
+    first = cas.interactions[0].response.json()
+    assert first["usage"] == {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}
+    assert first["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "weather"
+    assert cas.interactions[1].response.body == b"sunny"
+    assert analyze(cas).verdict == "pass"
+    assert base64.b64decode("AAECAwQFBgcICQoLDA0ODw==").hex() in json.dumps(cas.meta.extra)
+
+
+def test_otel_failed_model_call_becomes_an_http_error(tmp_path):
+    attrs = [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+             {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o"}},
+             {"key": "error.type", "value": {"stringValue": "RateLimitError"}},
+             {"key": "gen_ai.input.messages", "value": {"stringValue": json.dumps(
+                 [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}])}}]
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "0" * 31 + "1", "spanId": "0" * 15 + "1", "name": "chat gpt-4o", "kind": 3,
+        "startTimeUnixNano": "1", "endTimeUnixNano": "2", "attributes": attrs,
+        "status": {"code": 2, "message": "Rate limit reached for gpt-4o"}}]}]}]}
+    p = tmp_path / "err.json"
+    p.write_text(json.dumps(doc))
+    [run] = import_file(p)
+    resp = run.cassette.interactions[0].response
+    assert resp.status == 429 and resp.json()["error"]["message"] == "Rate limit reached for gpt-4o"

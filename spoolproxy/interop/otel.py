@@ -169,8 +169,9 @@ def _run(path: Path, trace: str | None, spans: list[otlp.Span], events: dict) ->
     source: dict[str, Any] = {"format": FORMAT, "file": path.name, "conventions": sorted(shapes - {""})}
     if b.infer_tools():
         source["tools_inferred"] = True
-    if trace:
-        source["trace_id"] = trace
+    traces = {s.trace_id for s in spans}
+    if len(traces) == 1:
+        source["trace_id"] = traces.pop()
     res = spans[0].resource
     if res.get("service.name"):
         source["service"] = res["service.name"]
