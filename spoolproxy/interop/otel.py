@@ -161,10 +161,10 @@ def _run(path: Path, trace: str | None, spans: list[otlp.Span], events: dict) ->
         base = f"https://{host}{':' + str(port) if port and port != 443 else ''}" + ("" if "/" in str(host) else "/v1")
         b.model_call(
             messages or [], answer, model=a.get("gen_ai.request.model"), tools=_tools(a.get("gen_ai.tool.definitions")),
-            params={k: a[f"gen_ai.request.{k}"] for k in ("max_tokens", "temperature", "top_p") if f"gen_ai.request.{k}" in a},
+            params=_params(a),
             finish_reason=finish or _first(a.get("gen_ai.response.finish_reasons")), usage=_usage(a),
             response_id=a.get("gen_ai.response.id"), response_model=a.get("gen_ai.response.model"),
-            error=_error(s) if answer is None and (s.status_code == 2 or a.get("error.type")) else None,
+            error=_error(s, answer is not None) if s.status_code == 2 or a.get("error.type") else None,
             started_at=_t(s.start_ns), duration_ms=_ms(s), base_url=base)
     source: dict[str, Any] = {"format": FORMAT, "file": path.name, "conventions": sorted(shapes - {""})}
     if b.infer_tools():
@@ -222,7 +222,8 @@ def _content(s: otlp.Span, logs: list) -> tuple[list[dict] | None, dict | None, 
 
 def from_parts(messages: list) -> list[dict]:
     """Semconv ``gen_ai.input.messages``/``output.messages`` (``role`` + typed ``parts``:
-    text, tool_call, tool_call_response, reasoning) -> OpenAI Chat messages.  A message with
+    text, tool_call, tool_call_response, reasoning, and spoolproxy's ``refusal`` generic part)
+    -> OpenAI Chat messages.  A message with
     several tool responses becomes one tool message each."""
     out: list[dict] = []
     for m in messages:
@@ -230,6 +231,7 @@ def from_parts(messages: list) -> list[dict]:
             continue
         parts = [p for p in m.get("parts") or [] if isinstance(p, dict)]
         texts = [str(p.get("content") or "") for p in parts if p.get("type") == "text"]
+        texts += [""] if not texts and any(p.get("type") == "refusal" for p in parts) else []
         calls = [{"id": p.get("id"), "type": "function",
                   "function": {"name": p.get("name") or "", "arguments": arguments_text(p.get("arguments"))}}
                  for p in parts if p.get("type") == "tool_call"]
@@ -246,6 +248,9 @@ def from_parts(messages: list) -> list[dict]:
             reasoning = "".join(str(p.get("content") or "") for p in parts if p.get("type") == "reasoning")
             if reasoning:
                 msg["reasoning_content"] = reasoning
+            refusal = "".join(str(p.get("content") or "") for p in parts if p.get("type") == "refusal")
+            if refusal:
+                msg["refusal"] = refusal
             out.append(msg)
     return out
 
@@ -341,6 +346,14 @@ def _tools(v: Any) -> list[dict] | None:
     return out or None
 
 
+def _params(a: dict) -> dict[str, Any]:
+    """Request parameters from ``gen_ai.request.*`` in Chat Completions' names."""
+    names = {"max_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
+             "seed": "seed", "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty",
+             "stop_sequences": "stop"}
+    return {body: a[f"gen_ai.request.{attr}"] for attr, body in names.items() if a.get(f"gen_ai.request.{attr}") is not None}
+
+
 def _usage(a: dict) -> dict[str, int] | None:
     p = a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))
     c = a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))
@@ -355,10 +368,14 @@ def _first(v: Any) -> str | None:
     return str(v) if isinstance(v, str) else None
 
 
-def _error(s: otlp.Span) -> tuple[int, str, str] | Failure:
+def _error(s: otlp.Span, answered: bool = False) -> tuple[int, str, str] | Failure:
+    """How a failed inference span failed: ``(status, type, message)`` or a Failure
+    (``answered``: the span also carries output, so the error came with a response)."""
     etype = str(s.attributes.get("error.type") or "error")
     msg = s.status_message or etype
     low = etype.lower().replace("_", "")
+    if answered:
+        return 200, etype, msg
     if etype.isdigit() and 100 <= int(etype) < 600:
         return int(etype), etype, msg
     if "timeout" in low:

@@ -40,7 +40,7 @@ from .. import __version__
 from ..cassettes.model import Cassette
 from ..detectors import analyze, build_transcript
 from ..detectors.config import DetectConfig
-from ..detectors.models import Message, ModelCall, Report, Step, ToolCall, Transcript
+from ..detectors.models import Message, ModelCall, Report, Step, ToolCall
 from .otlp import encode_attributes
 
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
@@ -142,13 +142,14 @@ def _model_span(trace_id: str, sid: str, parent: str, s: Step, call: ModelCall, 
         "gen_ai.operation.name": op, "gen_ai.provider.name": provider, "gen_ai.system": provider,
         "gen_ai.request.model": req_model, "gen_ai.response.model": call.model,
         "gen_ai.request.max_tokens": call.max_tokens,
+        **_request_params(body),
         "gen_ai.usage.input_tokens": call.usage.input_tokens, "gen_ai.usage.output_tokens": call.usage.output_tokens,
         "gen_ai.response.finish_reasons": [call.finish_reason_raw] if call.finish_reason_raw else None,
         "gen_ai.request.stream": True if call.stream.is_stream else None,
         "server.address": req.host or None, "server.port": req.url.port or (443 if req.url.scheme == "https" else 80),
         "http.response.status_code": s.status,
     }
-    error = _step_error(s) or (call.error if call.error else None)
+    error = call.error or _step_error(s)
     if error:
         attrs["error.type"] = str(s.status) if s.status and s.status >= 400 else (call.error_code or "_OTHER")
     if content:
@@ -158,6 +159,8 @@ def _model_span(trace_id: str, sid: str, parent: str, s: Step, call: ModelCall, 
             out_parts.append({"type": "reasoning", "content": call.reasoning})
         if call.text:
             out_parts.append({"type": "text", "content": call.text})
+        if call.refusal:  # a generic part (the conventions allow any type); import reads it back
+            out_parts.append({"type": "refusal", "content": call.refusal})
         out_parts += [_call_part(tc) for tc in call.tool_calls]
         if out_parts:
             attrs["gen_ai.output.messages"] = _dumps([{"role": "assistant", "parts": out_parts,
@@ -196,6 +199,25 @@ def _http_span(trace_id: str, sid: str, parent: str, s: Step, start: int, end: i
         attrs["error.type"] = str(s.status) if s.status and s.status >= 400 else "_OTHER"
     name = f"{s.mcp.method} {s.mcp.tool_name or ''}".strip() if s.mcp is not None and s.mcp.method else s.method
     return _span(trace_id, sid, parent, name, KIND_CLIENT, start, end, attrs, error)
+
+
+#: request body fields -> ``gen_ai.request.*`` attributes (OpenAI, Anthropic, Ollama names)
+_PARAMS = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "seed": "seed",
+           "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty",
+           "stop": "stop_sequences", "stop_sequences": "stop_sequences"}
+
+
+def _request_params(body: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if not isinstance(body, dict):
+        return out
+    for key, name in _PARAMS.items():
+        v = body.get(key)
+        if isinstance(v, str) and name == "stop_sequences":
+            v = [v]
+        if isinstance(v, (int, float)) and not isinstance(v, bool) or (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            out[f"gen_ai.request.{name}"] = v
+    return out
 
 
 def _step_error(s: Step) -> str | None:
@@ -240,6 +262,17 @@ def _span_id(trace_id: str, key: str) -> str:
     return hashlib.sha256(f"{trace_id}/{key}".encode()).hexdigest()[:16]
 
 
+def _date(value: str | None) -> int | None:
+    from email.utils import parsedate_to_datetime
+
+    if not value:
+        return None
+    try:
+        return _ns(parsedate_to_datetime(value))
+    except (TypeError, ValueError):
+        return None
+
+
 def _base(cas: Cassette) -> int:
     t = cas.meta.recorded_at
     if t is None and cas.path is not None and cas.path.exists():
@@ -255,12 +288,14 @@ def _ns(t: datetime) -> int:
 
 
 def _times(cas: Cassette) -> list[tuple[int, int]]:
-    """(start, end) in Unix ns per interaction; missing start times continue after the
-    previous interaction (1 ms apart), missing durations are 0."""
+    """(start, end) in Unix ns per interaction: the recorded start, else the response's
+    ``Date`` header (what the detectors fall back to as well), else 1 ms after the
+    previous interaction; missing durations are 0."""
     out: list[tuple[int, int]] = []
     cursor = _base(cas)
     for it in cas.interactions:
-        start = _ns(it.started_at) if it.started_at is not None else cursor
+        date = _date(it.response.header("date")) if it.started_at is None and it.response is not None else None
+        start = _ns(it.started_at) if it.started_at is not None else date if date is not None else cursor
         end = start + int((it.duration_ms or 0) * 1e6)
         out.append((start, end))
         cursor = max(cursor, end) + 1_000_000

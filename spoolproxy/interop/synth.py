@@ -7,11 +7,13 @@ them like any other cassette:
 
 * a model call becomes one **OpenAI Chat Completions** interaction
   (``POST <base>/v1/chat/completions``, a ``chat.completion`` object in the response);
-* a tool call with its result becomes one interaction ``POST http://tools.invalid/<name>``
-  whose request body is the call's arguments and whose response body is the result the
+* a tool call with its result becomes one interaction
+  ``POST http://tools.invalid/<name>?call=<call id>`` whose request body is the call's arguments and whose response body is the result the
   model was fed (status 200, or 500 when the source marked the result as an error; the
   content type is sniffed: HTML, JSON or text).  ``.invalid`` is a reserved top-level
-  domain, so such an interaction can never be confused with a real host.
+  domain, so such an interaction can never be confused with a real host; the call id in
+  the URL keeps two calls with equal arguments distinct, as they were (whether a repeated
+  call was a mistake is the transcript's business: ``tool_loop``).
 
 Every synthesised interaction carries ``synthesized: chat-completion | tool-result`` in its
 ``spoolproxy:`` extension keys.  Pure: no I/O.
@@ -32,6 +34,12 @@ TOOL_HOST = "tools.invalid"
 DEFAULT_LLM_BASE = "https://api.openai.com/v1"
 _JSON_HEADERS = {"content-type": ["application/json"]}
 _HTML = re.compile(r"^\s*(<!doctype html|<html[\s>]|<head[\s>]|<body[\s>])", re.IGNORECASE)
+
+
+#: finish reasons of other providers and conventions -> OpenAI Chat Completions' values
+FINISH = {"max_tokens": "length", "MAX_TOKENS": "length", "end_turn": "stop", "STOP": "stop", "stop_sequence": "stop",
+          "tool_use": "tool_calls", "function_call": "tool_calls", "SAFETY": "content_filter",
+          "refusal": "content_filter", "error": "error"}
 
 
 def content_text(content: Any) -> str:
@@ -88,6 +96,8 @@ class RunBuilder:
         self.base_url = base_url.rstrip("/")
         self.interactions: list[Interaction] = []
         self._calls = 0
+        self._tools = 0
+        self._refs: set[str] = set()
 
     def model_call(
         self,
@@ -125,7 +135,7 @@ class RunBuilder:
         failure: Failure | None = None
         if isinstance(error, Failure):
             failure = error
-        elif error is not None:
+        elif error is not None and answer is None:
             status, etype, msg = error
             doc = {"error": {"message": msg, "type": etype, "code": None}}
             resp = Response(status=status, reason="", headers=dict(_JSON_HEADERS), body=_dump(doc))
@@ -134,13 +144,16 @@ class RunBuilder:
             msg.setdefault("role", "assistant")
             if "content" not in msg:
                 msg["content"] = None
-            reason = finish_reason or ("tool_calls" if msg.get("tool_calls") else "stop")
+            reason = FINISH.get(str(finish_reason), finish_reason) if finish_reason else (
+                "tool_calls" if msg.get("tool_calls") else "stop")
             doc = {
                 "id": response_id or f"chatcmpl-imported-{self._calls}",
                 "object": "chat.completion",
                 "model": response_model or model or "unknown-model",
                 "choices": [{"index": 0, "message": msg, "finish_reason": reason}],
             }
+            if error is not None:  # an error reported with (part of) an answer, e.g. in a stream
+                doc["error"] = {"message": error[2], "type": error[1], "code": None}
             if usage:
                 p, c = usage.get("prompt_tokens"), usage.get("completion_tokens")
                 doc["usage"] = {"prompt_tokens": p or 0, "completion_tokens": c or 0, "total_tokens": (p or 0) + (c or 0)}
@@ -161,7 +174,7 @@ class RunBuilder:
         started_at: datetime | None = None,
         duration_ms: float | None = None,
     ) -> Interaction:
-        """Append one tool interaction: ``POST http://tools.invalid/<name>`` with the
+        """Append one tool interaction: ``POST http://tools.invalid/<name>?call=<id>`` with the
         arguments as body, answered by ``result`` (text, or JSON for other values) with
         status 200, or 500 when ``is_error``.  ``call_id`` is kept as the request header
         ``x-tool-call-id``."""
@@ -170,8 +183,13 @@ class RunBuilder:
         headers = dict(_JSON_HEADERS)
         if call_id:
             headers["x-tool-call-id"] = [str(call_id)]
-        req = Request(method="POST", uri=f"http://{TOOL_HOST}/{quote(name or 'tool', safe='')}", headers=headers,
-                      body=arguments_text(arguments).encode("utf-8"))
+        self._tools += 1
+        ref = quote(str(call_id or f"call-{self._tools}"), safe="")
+        if ref in self._refs:  # ids repeat across runs in one file (Gemini's name#n): keep calls apart
+            ref = f"{ref}~{self._tools}"
+        self._refs.add(ref)
+        req = Request(method="POST", uri=f"http://{TOOL_HOST}/{quote(name or 'tool', safe='')}?call={ref}",
+                      headers=headers, body=arguments_text(arguments).encode("utf-8"))
         resp = Response(status=500 if is_error else 200, reason="Tool Error" if is_error else "OK",
                         headers={"content-type": [sniff_type(text)]}, body=text.encode("utf-8"))
         it = Interaction(request=req, response=resp, started_at=started_at, duration_ms=duration_ms,
@@ -187,7 +205,7 @@ class RunBuilder:
         names: list[str] = []
         for it in self.interactions:
             if it.extra.get("synthesized") == "tool-result":
-                name = unquote(it.request.uri.rsplit("/", 1)[-1])
+                name = unquote(it.request.url.path.rsplit("/", 1)[-1])
                 if name not in names:
                     names.append(name)
             elif it.extra.get("synthesized") == "chat-completion" and it.response is not None:
