@@ -419,3 +419,26 @@ def test_corpus_round_trips_through_otel_with_the_same_findings(corpus_dir, tmp_
             differ.append((f.name, before.verdict, after.verdict, sorted(kinds(cas)), sorted(kinds(back.cassette))))
     assert checked >= 100
     assert differ == []
+
+
+def test_export_to_a_fifo_writes_through_and_keeps_the_fifo(tmp_path):
+    """``-o /dev/null`` or a named pipe: the atomic rename must not replace the special file."""
+    import os
+    import stat
+    import threading
+
+    [run] = runs_of("agent-1003.har")
+    from spoolproxy.cassettes import save as save_cassette
+
+    src = tmp_path / "run.yaml"
+    save_cassette(run.cassette, src)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    r = spool("export", str(src), "--format", "otel", "-o", str(fifo))
+    reader.join(30)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert json.loads(got[0])["resourceSpans"]
