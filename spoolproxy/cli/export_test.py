@@ -13,7 +13,8 @@ test`` runs them; otherwise they are pending until ``spoolproxy annotate``.
 with ``pinned``, each cassette's ``.pinned.yaml`` sibling) and proposes assertions: facts the
 final answer must contain, tools that must be called, call budgets
 (:mod:`spoolproxy.suite.learn`).  They are shown for review and added to the case only when
-accepted: at the prompt on a terminal, or with ``--accept-learned recommended|all|1,3``.
+accepted: at the prompt on a terminal, or with ``--accept-learned recommended|all|1,3``.  ``--dedup``
+keeps one case per failure cluster (see :mod:`spoolproxy.triage.dedup`).
 Exit status 0, or 2 when any cassette could not be exported.
 """
 
@@ -51,7 +52,8 @@ def project_analyze(suite_dir: Path):
 @click.option("--cwd", default=None, help="Working directory of --cmd, relative to the project root (default '.').")
 @click.option("--confirm", is_flag=True, help="Mark the new cases confirmed (default: pending).")
 @click.option("--dedup", is_flag=True,
-              help="Skip runs whose failure signature (kinds and messages, ids and numbers ignored) is already a case.")
+              help="One case per root cause: cluster the failing runs with the suite's cases (as `spoolproxy "
+                   "cluster` does) and export only the smallest run of each cluster that has no case yet.")
 @click.option("--force", is_flag=True, help="Overwrite a case already exported from the same cassette.")
 @assertion_options
 @learn_options
@@ -60,7 +62,7 @@ def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, contain
     """Turn failing runs (CASSETTE files or directories) into regression test cases."""
     from pydantic import ValidationError
 
-    from ..suite.export import export
+    from ..suite.export import ExportResult, export
 
     try:
         assertions = Assertions(final_answer_contains=list(contains), final_answer_matches=matches,
@@ -77,8 +79,24 @@ def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, contain
                              "or use --learn-from pinned for each cassette's .pinned.yaml run")
         if not Path(learn_from).is_file():
             raise UsageError(f"--learn-from {learn_from}: no such cassette")
+    skipped: dict = {}
+    if dedup:
+        from ..detectors import load_detect_config
+        from ..triage.config import load_triage_config
+        from ..triage.dedup import plan_dedup
+        from ..triage.embed import embedder_from
+
+        triage = load_triage_config()
+        plan = plan_dedup(paths, suite_dir, config=load_detect_config(),
+                          embedder=embedder_from(table=triage.model_dump()), threshold=triage.threshold)
+        order, paths, skipped = paths, plan.export, dict(plan.skipped)
+        if plan.clustering is not None and plan.clustering.note:
+            click.echo(f"spoolproxy: note: {plan.clustering.note}", err=True)
     results = export(paths, suite_dir, cmd=cmd, cwd=cwd, status="confirmed" if confirm else "pending",
-                     force=force, assertions=assertions, dedup=dedup, analyze=project_analyze(suite_dir))
+                     force=force, assertions=assertions, analyze=project_analyze(suite_dir))
+    if skipped:  # in the order given
+        by_path = {r.cassette: r for r in results}
+        results = [by_path.get(p) or ExportResult(p, "skipped", skipped[p]) for p in order]
     bad = 0
     for r in results:
         if r.action == "written":
