@@ -222,3 +222,22 @@ def test_refusals_use_each_providers_error_shape():
         assert status == 400 and headers["x-should-retry"] == "false" and headers["x-spoolproxy"] == "circuit-breaker"
         assert key in doc and "tokens: 1210 exceed the budget of 1000" in body.decode()
     assert json.loads(refusal_response(stop, "api.anthropic.com", "/v1/messages")[2])["type"] == "error"
+
+
+def test_record_summary_runs_the_checks_that_apply_to_the_tags(tmp_path, spool_home, fake_provider):
+    """record --tag (triage) and [[checks]] by tag: the summary gives the check's verdict."""
+    cassette = tmp_path / "tagged.yaml"
+    (tmp_path / "spoolproxy.toml").write_text(
+        "[[checks]]\nname = 'prod-answers'\ncommand = 'echo the answer names no delivery date; exit 1'\n"
+        "tags = { env = 'prod' }\n\n[[checks]]\nname = 'staging-only'\ncommand = 'exit 1'\ntags = { env = 'staging' }\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "spoolproxy", "record", "-c", str(cassette), "--tag", "env=prod",
+         "--upstream-ca", str(fake_provider.ca_pem_path),
+         "--connect-to", f"api.openai.com:443:127.0.0.1:{fake_provider.port}",
+         "--connect-to", f"tools.example.test:80:127.0.0.1:{fake_provider.http_port}",
+         "--", sys.executable, str(AGENT), "--max-iterations", "2"],
+        capture_output=True, text=True, env=cli_env(spool_home), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "checks: 0 passed, 1 did not (prod-answers: fail)" in proc.stderr
+    assert "[error] check_failed: check prod-answers failed: the answer names no delivery date" in proc.stderr
+    assert load(cassette).meta.extra["tags"] == {"env": "prod"}
