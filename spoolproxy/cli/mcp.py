@@ -27,14 +27,19 @@ def _require_sdk() -> None:
     """Raise SpoolError when the MCP SDK (2.x) cannot be imported."""
     try:
         import mcp.server.mcpserver  # noqa: F401
-    except ImportError:
+    except ImportError as exc:
         try:
             from importlib.metadata import version
 
             found = version("mcp")
         except Exception:  # noqa: BLE001 - not installed at all
             found = None
-        why = f"mcp {found} is installed, this server needs mcp 2.x" if found else "the mcp package is not installed"
+        if found is None:
+            why = "the mcp package is not installed"
+        elif not found.startswith("2."):
+            why = f"mcp {found} is installed, this server needs mcp 2.x"
+        else:
+            why = f"mcp {found} cannot be imported: {exc}"
         raise SpoolError(f"`spoolproxy mcp` needs the MCP SDK ({why}): {INSTALL}") from None
 
 
