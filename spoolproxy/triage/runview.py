@@ -9,8 +9,8 @@ answer and the steps, paged, each text clipped to ``max_chars``:
   fed back, the model's text, reasoning (clipped harder), tool calls with their argument
   text, finish reason, tokens, whether a stream was cut, the provider's error;
 * ``mcp``: JSON-RPC method, tool name, arguments, result text, ``is_error``;
-* ``http``: method, URL, status, content type, body size, transport error, and which
-  model tool call it served;
+* ``http``: method, URL, status, content type, body size, the response body (text only,
+  clipped to 600 characters at most), transport error, and which model tool call it served;
 
 and on each step the kinds of the findings that cite it.
 """
@@ -50,7 +50,18 @@ def run_path(ws: Workspace, run: str):
     return p
 
 
-def _step(s, kinds: list[str], n: int) -> dict[str, Any]:
+TEXTUAL = ("json", "text", "xml", "html", "javascript", "x-www-form-urlencoded", "event-stream", "ndjson")
+
+
+def _body_preview(it, n: int) -> str | None:
+    """The response body of a plain HTTP interaction as text, clipped; None when binary or empty."""
+    resp = it.response if it is not None else None
+    if resp is None or not resp.body or not any(t in resp.content_type for t in TEXTUAL) and resp.content_type:
+        return None
+    return clip(resp.text, n)
+
+
+def _step(s, kinds: list[str], n: int, it=None) -> dict[str, Any]:
     out: dict[str, Any] = {"index": s.index, "kind": s.kind}
     if s.llm is not None:
         c = s.llm
@@ -95,6 +106,9 @@ def _step(s, kinds: list[str], n: int) -> dict[str, Any]:
         h = s.http
         out.update(method=s.method, url=clip(s.url, 300), status=s.status, content_type=s.content_type,
                    body_size=h.body_size if h else 0)
+        preview = _body_preview(it, min(n, 600))
+        if preview:
+            out["response"] = preview
     if s.transport_error:
         out["transport_error"] = clip(s.transport_error, 300)
     if s.tool_call_ref:
@@ -104,6 +118,10 @@ def _step(s, kinds: list[str], n: int) -> dict[str, Any]:
     if kinds:
         out["findings"] = kinds
     return out
+
+
+def _interaction(cas, index: int):
+    return cas.interactions[index] if 0 <= index < len(cas.interactions) else None
 
 
 def show_run(ws: Workspace, run: str, offset: int = 0, limit: int = 40, max_chars: int = 800,
@@ -162,5 +180,5 @@ def show_run(ws: Workspace, run: str, offset: int = 0, limit: int = 40, max_char
         "findings_omitted": max(0, len(report.findings) - 50),
         "final_answer": None if t.final_answer is None else {"interaction": t.final_answer.interaction,
                                                              "text": clip(t.final_answer.text, n)},
-        "focus": focus, "steps": [_step(s, cited.get(s.index, []), n) for s in chunk], "page": info,
+        "focus": focus, "steps": [_step(s, cited.get(s.index, []), n, _interaction(cas, s.index)) for s in chunk], "page": info,
     }
