@@ -52,7 +52,12 @@ def _require_sdk() -> None:
               help="Suite directory, relative to --root.")
 @click.option("--check", is_flag=True, help="Print the workspace and the tools, then exit (no client needed).")
 def command(paths, root: Path | None, suite_dir: Path, check: bool) -> None:
-    """Serve the triage tools (stats, clusters, cases, runs, annotate, test, export) over MCP stdio."""
+    """Serve the triage tools (stats, clusters, runs, cases, annotate, test, export) over MCP stdio.
+
+    PATHS (relative to --root) are the runs the tools read by default: cassettes,
+    directories, suites (default: the root's cassettes/ and the suite).  run_suite runs only
+    commands matching a glob of SPOOLPROXY_MCP_ALLOW (';'-separated, e.g. 'python agent.py *').
+    """
     _require_sdk()
     from ..triage.mcp_server import build_server, serve
     from ..triage.workspace import ALLOW_ENV, Workspace
