@@ -66,6 +66,15 @@ def test_workspace_defaults_and_paths_confined_to_the_root(ws, tmp_path):
     assert ws.resolve(str(real / "refund.yaml")) == real / "refund.yaml"  # a path the server itself reported
     with pytest.raises(SpoolError, match="not a directory"):
         Workspace.open(tmp_path / "missing")
+    # a directory that is no project (a client started the server in $HOME or /) is not searched
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    empty = Workspace.open(bare)
+    assert empty.paths == []
+    with pytest.raises(UsageError, match="no runs yet.*ingest a directory"):
+        service.stats(empty)
+    (bare / "pyproject.toml").write_text("")
+    assert Workspace.open(bare).paths == [bare.resolve()]
 
 
 def test_allow_list_parsing_and_matching(ws):

@@ -41,7 +41,7 @@ Offset = Annotated[int, Field(ge=0, description="Skip this many items (use page.
 Status = Literal["pending", "confirmed", "rejected"]
 
 
-def _limit(default: int, top: int, what: str):
+def _limit(top: int, what: str):
     return Annotated[int, Field(ge=1, le=top, description=f"At most this many {what} (1-{top}).")]
 
 
@@ -95,7 +95,7 @@ def build_server(ws: Workspace):
           "normalised signature, providers, versions, first/last seen, the `exemplar` run to read with "
           "show_run, the suite cases it already has, and up to `members` member runs. Paged.")
     def list_clusters(paths: PathList = None, tags: Tags = None, offset: Offset = 0,
-                      limit: _limit(10, 100, "clusters") = 10,
+                      limit: _limit(100, "clusters") = 10,
                       members: Annotated[int, Field(ge=0, le=100, description="Member runs listed per cluster "
                                                     "(members_total gives the size).")] = 5) -> dict:
         return service.list_clusters(ws, paths, tags, offset, limit, members)
@@ -109,7 +109,7 @@ def build_server(ws: Workspace):
                   verdict: Annotated[Literal["fail", "pass", "all"], Field(description="Which runs.")] = "all",
                   cluster: Annotated[str | None, Field(description="Only members of this cluster id (or a unique "
                                                        "prefix).")] = None,
-                  offset: Offset = 0, limit: _limit(25, 200, "runs") = 25) -> dict:
+                  offset: Offset = 0, limit: _limit(200, "runs") = 25) -> dict:
         return service.list_runs(ws, paths, tags, verdict, cluster, offset, limit)
 
     @tool("list_cases", "Regression cases of the suite",
@@ -120,7 +120,7 @@ def build_server(ws: Workspace):
     def list_cases(status: Annotated[Literal["pending", "confirmed", "rejected", "invalid"] | None,
                                      Field(description="Only cases with this status.")] = None,
                    cluster: Annotated[str | None, Field(description="Only cases of this cluster id (or prefix).")] = None,
-                   offset: Offset = 0, limit: _limit(25, 200, "cases") = 25) -> dict:
+                   offset: Offset = 0, limit: _limit(200, "cases") = 25) -> dict:
         return service.list_cases(ws, status, cluster, offset, limit)
 
     @tool("show_case", "One regression case in full",
@@ -142,7 +142,7 @@ def build_server(ws: Workspace):
           "focus='findings' keeps only the cited steps and the step before each.")
     def show_run(run: Annotated[str, Field(description="A cassette path relative to the project root (list_runs, "
                                            "list_clusters), or a case name (its failing run).")],
-                 offset: Offset = 0, limit: _limit(40, 200, "steps") = 40,
+                 offset: Offset = 0, limit: _limit(200, "steps") = 40,
                  max_chars: Annotated[int, Field(ge=80, le=20000, description="Clip each text to this many "
                                                  "characters.")] = 800,
                  focus: Annotated[Literal["all", "findings"], Field(description="all steps, or only those the "
@@ -159,7 +159,7 @@ def build_server(ws: Workspace):
     def ingest(path: Annotated[str, Field(description="A cassette or directory, relative to the project root.")],
                tags: Tags = None,
                add: Annotated[bool, Field(description="Keep the path among the server's runs.")] = True,
-               limit: _limit(50, 200, "failing runs") = 50) -> dict:
+               limit: _limit(200, "failing runs") = 50) -> dict:
         return service.ingest(ws, path, tags, add, limit)
 
     @tool("annotate", "Review cases: status and assertions, per case or per cluster",

@@ -7,7 +7,8 @@ functions of :mod:`.service` and :mod:`.actions`.  It fixes:
   stay inside it (:meth:`Workspace.resolve`); results name paths relative to it.
 * ``suite``: the regression suite (default ``<root>/spool``).
 * ``paths``: the runs the tools read when a call names none (default: ``<root>/cassettes``
-  and the suite when they exist, else the root); ``ingest`` adds to it.
+  and the suite when they exist, else the root when it is a project (``spoolproxy.toml``,
+  ``pyproject.toml`` or ``.git``), else none until ``ingest``); ``ingest`` adds to it.
 * ``allow``: the command globs ``run_suite`` may run, from ``SPOOLPROXY_MCP_ALLOW``
   (:func:`parse_allow`); empty means running is refused.
 * the project's ``spoolproxy.toml`` (found from the root): ``[detect]``, ``[triage]`` and
@@ -29,6 +30,8 @@ from ..errors import SpoolError, UsageError
 
 ALLOW_ENV = "SPOOLPROXY_MCP_ALLOW"
 DEFAULT_SUITE = "spool"
+#: files that make a directory a project whose whole tree may be searched for runs
+PROJECT_MARKERS = ("spoolproxy.toml", "pyproject.toml", ".git")
 
 
 def parse_allow(raw: str | None) -> tuple[str, ...]:
@@ -95,7 +98,9 @@ class Workspace:
         ws.suite = ws.resolve(suite, must_exist=False)
         given = [ws.resolve(p) for p in paths]
         if not given:
-            given = [ws.resolve(p) for p in (base / "cassettes", ws.suite) if p.is_dir()] or [base]
+            given = [ws.resolve(p) for p in (base / "cassettes", ws.suite) if p.is_dir()]
+        if not given and any((base / m).exists() for m in PROJECT_MARKERS):
+            given = [base]  # a project keeping its cassettes elsewhere: search it (dot-directories skipped)
         ws.paths = list(dict.fromkeys(given))
         return ws
 
@@ -147,7 +152,12 @@ class Workspace:
 
     def targets(self, paths: Sequence[str] | None) -> list[Path]:
         """The paths a call names (resolved inside the root), or the workspace's own."""
-        return [self.resolve(p) for p in paths] if paths else list(self.paths)
+        if paths:
+            return [self.resolve(p) for p in paths]
+        if not self.paths:
+            raise UsageError(f"no runs yet: {self.root} has no cassettes/ directory or suite; ingest a directory of "
+                             "cassettes first, or name paths")
+        return list(self.paths)
 
     # -- project settings --------------------------------------------------------------
 
