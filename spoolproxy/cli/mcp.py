@@ -68,10 +68,11 @@ def command(paths, root: Path | None, suite_dir: Path, check: bool) -> None:
         import anyio
 
         tools = anyio.run(build_server(ws).list_tools)
-        click.echo(f"root: {ws.root}")
-        click.echo(f"suite: {ws.rel(ws.suite)}" + ("" if ws.suite.is_dir() else " (does not exist yet)"))
-        click.echo(f"runs: {', '.join(ws.rel(p) for p in ws.paths)}")
-        click.echo(f"{ALLOW_ENV}: " + ("; ".join(ws.allow) if ws.allow else "not set (run_suite refuses every case)"))
-        click.echo(f"tools: {', '.join(t.name for t in tools)}")
+        lines = [f"root: {ws.root}",
+                 f"suite: {ws.rel(ws.suite)}" + ("" if ws.suite.is_dir() else " (does not exist yet)"),
+                 f"runs: {', '.join(ws.rel(p) for p in ws.paths) or 'none yet (ingest a directory)'}",
+                 f"{ALLOW_ENV}: " + ("; ".join(ws.allow) if ws.allow else "not set (run_suite refuses every case)"),
+                 f"tools: {', '.join(t.name for t in tools)}"]
+        click.echo(ws.redactor.text("\n".join(lines)))
         return
     serve(ws)
