@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("cluster", "Group failing runs by root cause, biggest first."),
     "report": ("report", "Write one run as a self-contained HTML report."),
     "dashboard": ("dashboard", "Write an HTML dashboard of many runs: pass rate, clusters, tests."),
+    "mcp": ("mcp", "Serve the triage tools to an MCP client (Claude Code, Claude Desktop) over stdio."),
 }
 
 
