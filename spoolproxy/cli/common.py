@@ -269,13 +269,16 @@ def run_session(
     stderr_tail: int = 0,
     timeout_s: float | None = None,
     on_end: Callable[[ChildEnd], None] | None = None,
+    isolation=None,
 ) -> int | None:
     """Start ``runner``, then run ``settings.command`` through it and return its exit
     status; without a command print the ``export`` lines and wait for SIGINT/SIGTERM
     (returns None; ``stop_note`` says what stopping does).  The proxy is stopped in every
     case.  SIGTERM during start-up still stops cleanly.  ``stderr_tail``, ``timeout_s``: see
     :func:`~spoolproxy.proxy.child.run_child_watched`; ``on_end`` gets how CMD ended (before
-    the proxy stops).  Raises SpoolError (port in use: exit 2; CMD not found: 127)."""
+    the proxy stops).  ``isolation``: an :class:`~spoolproxy.proxy.isolate.Isolation` to run
+    CMD in (its relays are set to the proxy's addresses here; read its ``attempts``
+    afterwards).  Raises SpoolError (port in use: exit 2; CMD not found: 127)."""
     say = echo or (lambda s: click.echo(s, err=True))
     if settings.command:
         check_command(settings.command, env_base)  # CMD not found: refuse before starting
@@ -298,7 +301,10 @@ def run_session(
         if settings.command:
             if not settings.quiet:
                 say(f"spoolproxy: {banner.lower()} via {runner.proxy_url}{_reverse_note(runner)}")
-            end = run_child_watched(settings.command, env, stderr_tail=stderr_tail, timeout_s=timeout_s)
+            if isolation is not None:
+                end = _run_isolated(settings.command, env, runner, isolation, stderr_tail, timeout_s)
+            else:
+                end = run_child_watched(settings.command, env, stderr_tail=stderr_tail, timeout_s=timeout_s)
             if on_end is not None:
                 on_end(end)
             return end.code
@@ -309,6 +315,25 @@ def run_session(
         return None
     finally:
         runner.stop()
+
+
+def _run_isolated(command, env, runner: ProxyRunner, isolation, stderr_tail: int = 0,
+                  timeout_s: float | None = None) -> ChildEnd:
+    """Run CMD in ``isolation`` with the proxy (and reverse proxies) reachable inside."""
+    from ..errors import SpoolError
+
+    host = runner.connect_host
+    isolation.relays = [(host, runner.port), *((host, p) for p in runner.reverse_ports.values())]
+    with isolation:
+        try:
+            return run_child_watched(command, env, preexec=isolation.preexec, stderr_tail=stderr_tail,
+                                     timeout_s=timeout_s)
+        except SpoolError as exc:
+            why = isolation.failure()
+            if why:
+                raise SpoolError(f"cannot isolate {command[0]}'s network: {why}; "
+                                 "run without --isolate", exit_code=exc.exit_code) from None
+            raise
 
 
 def _reverse_note(runner: ProxyRunner) -> str:

@@ -11,6 +11,10 @@ replaced (``record_mode`` all, as vcrpy does) and ``record`` says so; a cassette
 journalled (redacted, flushed) at once; after a crash the journal becomes the cassette on
 the next ``record`` of the same path (into ``<stem>.recovered-<time>.yaml``) or with
 ``spoolproxy recover``.
+
+``--tag KEY=VALUE`` (repeatable, added to ``SPOOLPROXY_TAGS``) and the git commit of the
+working directory go into the cassette's ``spoolproxy:`` metadata (see
+:mod:`spoolproxy.triage.tags`); ``cluster``, ``dashboard`` and ``annotate`` filter by them.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ..proxy.child import NO_PROXY_VARS
 from ..proxy.recorder import Recorder
 from ..proxy.summary import NOTHING_RECORDED, NOTHING_RECORDED_SHORT, RunSummary
 from .common import COMMAND_CONTEXT, CommandWithCmd, ProxySettings, parse_size, proxy_options, relative_cwd, run_session
+from .guard_options import guard_options, make_guard
 
 #: mitmproxy options for recording: connect upstream only when a request needs it, so a
 #: refused/unresolvable upstream is recorded against the real request (not the CONNECT).
@@ -70,6 +75,7 @@ def _existing_count(path: Path) -> str:
 @click.command(cls=CommandWithCmd, context_settings=COMMAND_CONTEXT,
                short_help="Record a command's HTTP(S) traffic into a cassette.")
 @proxy_options
+@guard_options
 @click.option("--cassette", "-c", type=click.Path(dir_okay=False), help="Cassette to write (default: cassettes/<UTC time>-<ms>-<pid>.yaml).")
 @click.option("--max-body-size", default="10MB", show_default=True, help="Largest response body kept in the YAML.")
 @click.option(
@@ -78,6 +84,10 @@ def _existing_count(path: Path) -> str:
 )
 @click.option("--redact-header", multiple=True, metavar="NAME", help="Also redact this header (repeatable).")
 @click.option("--redact-pattern", multiple=True, metavar="REGEX", help="Also redact matches of this regex; group 1 if any (repeatable).")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE",
+              help="Tag the run (repeatable), e.g. --tag agent=refund-bot --tag version=1.4.0; added to "
+              "SPOOLPROXY_TAGS (KEY=VALUE,...). Stored in the cassette with the git commit of the working directory; "
+              "cluster, dashboard and annotate group and filter by tags.")
 @click.option(
     "--record-mode", type=click.Choice(["all", "once", "new_episodes", "none"]), default="all", show_default=True,
     help="vcrpy record modes: all records everything afresh (replacing the cassette); once records only when "
@@ -94,8 +104,10 @@ def command(
     large_bodies: str,
     redact_header: tuple[str, ...],
     redact_pattern: tuple[str, ...],
+    tags: tuple[str, ...],
     record_mode: str,
     timeout_s: float | None,
+    guard_flags: dict,
 ) -> None:
     """Record CMD's HTTP(S) traffic into a cassette (YAML, vcrpy layout).
 
@@ -104,13 +116,20 @@ def command(
       spoolproxy record --cassette cassettes/run.yaml -- pytest -x
       spoolproxy record --cassette run.yaml          # standalone: prints export lines
       spoolproxy record --reverse https://api.openai.com -- node agent.js
+      spoolproxy record --max-llm-calls 30 --max-cost 0.50 --circuit-breaker -- python agent.py
+      spoolproxy record --tag agent=refund-bot --tag version=1.4.0 -- python agent.py
+      spoolproxy record --timeout 600 -- python agent.py
 
     CMD's exit status, the signal that killed it, a --timeout it overran and the last 4 KB
     of its stderr (redacted; the stderr still reaches the terminal as it comes) are kept in
-    the cassette: detect reports a crashed agent as agent_crashed.
+    the cassette: detect reports a crashed agent as agent_crashed.  (--timeout stops CMD
+    itself; --max-seconds is a budget checked at each model request.)
     """
+    from ..triage.tags import env_tags, parse_tags, stamp
+
     if timeout_s is not None and (not proxy.command or record_mode != "all"):
         raise UsageError("--timeout stops CMD while it is recorded: give CMD after '--' (record mode all)")
+    run_tags = {**env_tags(), **parse_tags(tags)}  # bad tags are refused before anything starts
     path = Path(cassette) if cassette else default_cassette_path()
     if record_mode != "all":
         if not cassette:
@@ -118,7 +137,7 @@ def command(
         from .playback import serve
 
         # exact matching: a changed prompt is a new episode to record, not a divergence
-        serve(proxy, cassettes=(str(path),), record_mode=record_mode, match="exact")
+        serve(proxy, cassettes=(str(path),), record_mode=record_mode, match="exact", guard_flags=guard_flags)
         return
     check_writable(path)
     limit = parse_size(max_body_size)
@@ -130,9 +149,13 @@ def command(
         cwd=relative_cwd(),
         record_mode="all",
     )
+    stamp(meta, run_tags, redact=redactor.text)
     summary = RunSummary()
     rec = Recorder(path, meta=meta, redactor=redactor, max_body_size=limit, large_bodies=large_bodies, summary=summary)
-    runner = proxy.make_runner([rec], options=RECORD_OPTIONS)
+    guard, guard_addon = make_guard(guard_flags, proxy.config)
+    if guard_addon is not None:  # before the recorder: a refused model request is recorded with its refusal
+        rec.observers.append(guard_addon.observe)
+    runner = proxy.make_runner([a for a in (guard_addon, rec) if a is not None], options=RECORD_OPTIONS)
     say = (lambda s: None) if proxy.quiet else (lambda s: click.echo(s, err=True))
 
     replacing = _existing_count(path) if path.is_file() else None
@@ -152,6 +175,9 @@ def command(
     if outer and not proxy.upstream_proxy:
         say(f"spoolproxy: connecting upstream directly, not via HTTPS_PROXY={outer} (use --upstream-proxy to chain)")
 
+    from ..proxy.bypass import bypass_warnings
+
+    bypass = bypass_warnings(proxy.command, reverse=bool(proxy.reverse))  # clients that ignore HTTPS_PROXY: said with the summary
     code: int | None = None
     ends: list = []  # how CMD ended (ChildEnd), set by run_session
 
@@ -160,7 +186,8 @@ def command(
         if end is not None and end.timed_out:
             click.echo(f"spoolproxy: warning: CMD ran past --timeout {timeout_s:g} s and was stopped", err=True)
         agent_end = end.meta(redactor, keep=STDERR_KEEP) if end is not None else None
-        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet, agent_end=agent_end)
+        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet, bypass=bypass, guard=guard,
+                agent_end=agent_end)
 
     try:
         code = run_session(proxy, runner, banner="Recording", stderr_tail=STDERR_WINDOW, timeout_s=timeout_s,
@@ -179,12 +206,21 @@ def command(
 
 
 def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say, config_path=None, runner=None,
-            *, quiet: bool = False, agent_end: dict | None = None) -> None:
+            *, quiet: bool = False, bypass: list[str] | None = None, guard=None,
+            agent_end: dict | None = None) -> None:
     """Write the cassette and print the summary (``say``) and warnings (always; one line
-    each under ``quiet``)."""
-    cas = rec.finish(exit_code=code, agent_end=agent_end)
+    each under ``quiet``), including ``bypass``: clients of CMD known to ignore the proxy
+    (:func:`spoolproxy.proxy.bypass.bypass_warnings`), whose requests are missing.
+    ``guard``: the run's budgets/circuit breaker, whose usage and stop go into ``meta.extra``
+    and the summary; ``agent_end``: how CMD ended (``meta.extra["agent_end"]``)."""
+    extra = guard.meta() if guard is not None else {}
+    if agent_end:
+        extra["agent_end"] = agent_end
+    cas = rec.finish(exit_code=code, extra=extra or None)
     say(f"spoolproxy: wrote {path} ({len(cas)} interaction{'s' if len(cas) != 1 else ''})")
     for line in summary.lines():
+        say(f"  {line}")
+    for line in guard.summary_lines() if guard is not None else []:
         say(f"  {line}")
     if len(cas) or code:
         for line in _findings(cas, config_path):
@@ -195,6 +231,8 @@ def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, sa
     if errors:
         click.echo(f"spoolproxy: warning: {len(errors)} internal error(s) while proxying, first: {errors[0]} "
                    "(rerun with --verbose for details)", err=True)
+    for line in bypass or ():
+        click.echo(f"spoolproxy: warning: not recorded: {line}", err=True)
     if len(cas) == 0:
         click.echo(NOTHING_RECORDED_SHORT if quiet else NOTHING_RECORDED, err=True)
 
@@ -207,10 +245,21 @@ def _findings(cas, config_path, limit: int = 3) -> list[str]:
         report = analyze(cas, load_detect_config(config_path))
     except Exception as exc:  # noqa: BLE001 - a detector problem must not cost the recording
         return [f"detect: skipped ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"]
+    lines = []
+    if report.cost is not None and report.cost.calls:
+        from .show import usd
+
+        c = report.cost
+        lines.append(f"cost: {usd(c.usd)}" + (f" (prices: {', '.join(c.sources)})" if c.usd is not None else
+                                              f" (unknown: no price for {', '.join(c.unpriced_models)})"))
+    if report.checks:
+        bad = [r for r in report.checks if r.status != "pass"]
+        lines.append(f"checks: {len(report.checks) - len(bad)} passed" + (
+            f", {len(bad)} did not ({', '.join(f'{r.name}: {r.status}' for r in bad)})" if bad else ""))
     if not report.findings:
-        return ["detect: pass, no findings"]
-    lines = [f"detect: {report.verdict}, {len(report.findings)} finding{'s' if len(report.findings) != 1 else ''} "
-             f"(spoolproxy detect {cas.path} for evidence)"]
+        return lines + ["detect: pass, no findings"]
+    lines.append(f"detect: {report.verdict}, {len(report.findings)} finding{'s' if len(report.findings) != 1 else ''} "
+                 f"(spoolproxy detect {cas.path} for evidence)")
     for f in report.findings[:limit]:
         where = f" (interaction {f.interactions[0]})" if f.interactions else ""
         lines.append(f"  [{f.severity}] {f.kind}: {f.message}{where}")

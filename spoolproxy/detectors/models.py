@@ -62,11 +62,18 @@ class Message(BaseModel):
 
 class Usage(BaseModel):
     """Token counts as the provider reported them (None when not reported: a stream
-    without its usage event is "tokens unknown", never 0)."""
+    without its usage event is "tokens unknown", never 0).
+
+    ``input_tokens`` include prompt-cache reads and writes (OpenAI's convention; Anthropic's
+    separate counts are added in), which ``cache_read_tokens`` / ``cache_write_tokens``
+    break out when the provider reports them.
+    """
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     @property
     def reported(self) -> bool:
@@ -109,6 +116,9 @@ class ModelCall(BaseModel):
     gemini-generateContent, ollama-chat, ollama-generate, cohere-chat, bedrock-converse).
     ``error`` holds the provider's error message for non-2xx or in-stream errors.
     ``structured_output`` is True when JSON output was asked for (a schema or a JSON mode).
+    ``cost_usd`` is this call's cost (None: unknown model or no usage reported) and
+    ``price_source`` where its price came from (``user``, ``local``, ``table <date>``,
+    ``litellm``; see :mod:`.pricing`).
     """
 
     provider: str
@@ -136,6 +146,8 @@ class ModelCall(BaseModel):
     stream: StreamInfo = Field(default_factory=StreamInfo)
     error: str | None = None
     error_code: str | None = None
+    cost_usd: float | None = None
+    price_source: str | None = None
 
 
 class McpCall(BaseModel):
@@ -228,9 +240,10 @@ class Transcript(BaseModel):
     """The whole run: steps, tool results linked to their calls, final answer, totals.
 
     Token totals add what the providers reported; ``calls_without_usage`` counts the answered
-    LLM calls that reported none (their tokens are unknown, not 0).  ``cost_usd`` is None
-    when any model call's model is missing from the dated price table (:mod:`.pricing`) or
-    any answered call reported no usage: never a guess, never a silent undercount.
+    LLM calls that reported none (their tokens are unknown, not 0).  ``cost_usd`` (USD) is
+    None when any model call that reported tokens has no known price (its model is in
+    ``unpriced_models``) or any answered call reported no usage: never a guess, never a
+    silent undercount; ``price_sources`` lists where the prices came from (:mod:`.pricing`).
     """
 
     cassette: str | None = None
@@ -243,6 +256,8 @@ class Transcript(BaseModel):
     calls_without_usage: int = 0  # answered LLM calls that reported no usage: the totals leave them out
     cost_usd: float | None = None
     price_table_date: str | None = None
+    unpriced_models: list[str] = Field(default_factory=list)
+    price_sources: list[str] = Field(default_factory=list)
 
     def llm_steps(self) -> list[Step]:
         return [s for s in self.steps if s.kind == "llm"]
@@ -269,9 +284,45 @@ class Finding(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
 
 
+class CheckResult(BaseModel):
+    """What one user check said about a run (see :mod:`spoolproxy.checks`).
+
+    ``status``: ``pass``; ``fail`` (exit status non-zero, a Python check returned False or
+    a message, or raised AssertionError); ``crashed`` (killed by a signal, could not start,
+    or a Python check raised another exception); ``timeout`` (still running after its
+    timeout, killed).  Anything but ``pass`` is a ``check_failed`` finding at ``severity``.
+    ``message``: the check's reason (its output, trimmed); ``interactions``: the ones it
+    named (a command may print ``{"reason": ..., "interactions": [...]}``); ``duration_ms``:
+    wall time.
+    """
+
+    name: str
+    status: Literal["pass", "fail", "crashed", "timeout"]
+    severity: Severity = "error"
+    message: str = ""
+    interactions: list[int] = Field(default_factory=list)
+    duration_ms: float = 0.0
+    exit_code: int | None = None
+
+
+class RunCost(BaseModel):
+    """A run's cost: ``usd`` (None when a priced call is unknown), ``calls`` model calls that
+    reported tokens, ``unpriced_models`` (models no price source knows), ``sources`` (where
+    the prices came from) and the built-in table's date ``prices_as_of``."""
+
+    usd: float | None = None
+    calls: int = 0
+    unpriced_models: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)
+    prices_as_of: str | None = None
+
+
 class Report(BaseModel):
-    """A cassette's verdict (``fail`` when any finding is error or critical) and findings."""
+    """A cassette's verdict (``fail`` when any finding is error or critical) and findings,
+    plus the run's ``cost`` and the results of the user ``checks`` that applied."""
 
     cassette: str | None = None
     verdict: Literal["pass", "fail"] = "pass"
     findings: list[Finding] = Field(default_factory=list)
+    cost: RunCost | None = None
+    checks: list[CheckResult] = Field(default_factory=list)

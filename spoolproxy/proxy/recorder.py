@@ -13,6 +13,9 @@ Life of a flow (mitmproxy hooks):
   are noted and the body is decoded (gzip/deflate/br/zstd) and kept up to
   ``record_max_body_size`` bytes, beyond which it is spilled to ``<cassette>.bodies/``
   (redacted on the way) or elided;
+* ``websocket_message`` / ``websocket_end``: an upgraded (``101``) connection's messages are
+  collected (:mod:`.websocket`) and its interaction is written when the connection ends,
+  with the messages in its ``websocket`` extension;
 * ``response`` / ``error``: the interaction (with a :class:`Failure` for refused, DNS,
   timeout, TLS or a stream cut mid-way by the upstream) is redacted and appended to the journal (flushed; fsynced in
   the background) before the client sees the end of a chunked or HTTP/2 response (an HTTP/1 Content-Length
@@ -23,6 +26,13 @@ read ``data: [DONE]``, often before the server's terminating chunk) is not an up
 failure: the interaction gets no ``error`` but the extension ``client_closed: {during:
 response, message}``, and its body is what arrived until then.  A client that hangs up
 before any response header is still recorded with a :class:`Failure` (it gave up waiting).
+
+A response another addon made (a playback miss, a circuit-breaker refusal) is recorded like
+an upstream one; ``flow.metadata["spoolproxy.interaction_extra"]`` (a dict) is merged into the
+interaction's extensions, and ``flow.metadata["spoolproxy.seq"]`` holds its index.
+``observers`` are called on the proxy's event loop with ``(index, interaction)`` (not yet
+redacted) as each exchange completes, before the client can send its next request on the
+same connection: live guards (:mod:`spoolproxy.guards`) count there.
 
 On ``done`` (proxy shutdown) interactions still in flight are journalled as cut by the
 shutdown.  :meth:`Recorder.finish` then writes the cassette atomically from the journal
@@ -51,6 +61,7 @@ from ..errors import CassetteError
 from .bodysink import DEFAULT_LIMIT, BodySink
 from .failures import classify, closed_by_client
 from .summary import RunSummary
+from .websocket import WsRecording
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +106,7 @@ class _Capture:
     request_body: dict | None = None  # a big request body stored outside (extension key)
     client_closed: str | None = None  # mitmproxy's message when the client hung up mid-response
     done: bool = False
+    websocket: WsRecording | None = None  # an upgraded connection's messages
 
 
 class Recorder:
@@ -122,6 +134,7 @@ class Recorder:
         upstream_errors: str = "close",
         summary: RunSummary | None = None,
         on_interaction: Callable[[Interaction], None] | None = None,
+        observers: list[Callable[[int, Interaction], None]] | None = None,
     ) -> None:
         self.path = Path(cassette_path)
         self.meta = meta or CassetteMeta(recorder="spoolproxy", record_mode="all")
@@ -131,6 +144,7 @@ class Recorder:
         self.upstream_errors = upstream_errors
         self.summary = summary if summary is not None else RunSummary()
         self.on_interaction = on_interaction
+        self.observers = list(observers or [])
         self.journal: Journal | None = None
         self.recovered: tuple[Path, int] | None = None
         self.write_errors: list[str] = []
@@ -230,6 +244,7 @@ class Recorder:
             return
         cap = _Capture(seq=next(self._seq), started=flow.request.timestamp_start or time.time())
         self._pending[flow.id] = cap
+        flow.metadata["spoolproxy.seq"] = cap.seq
         try:
             declared = int(flow.request.headers.get("content-length", "0"))
         except ValueError:
@@ -291,7 +306,22 @@ class Recorder:
         resp.stream = cap.sink
 
     async def response(self, flow) -> None:
+        cap = self._pending.get(flow.id)
+        if cap is not None and flow.websocket is not None:  # written when the connection ends
+            cap.websocket = WsRecording(flow.response.timestamp_end if flow.response is not None else None)
+            return
         await self._complete(flow, None)
+
+    def websocket_message(self, flow) -> None:
+        cap = self._pending.get(flow.id)
+        if cap is not None and cap.websocket is not None and flow.websocket is not None and flow.websocket.messages:
+            cap.websocket.add(flow.websocket.messages[-1])
+
+    async def websocket_end(self, flow) -> None:
+        cap = self._pending.get(flow.id)
+        if cap is not None and cap.websocket is not None:
+            cap.websocket.closed(flow.websocket)
+            await self._complete(flow, None)
 
     async def error(self, flow) -> None:
         cap = self._pending.get(flow.id)
@@ -312,12 +342,15 @@ class Recorder:
         ``SHUTDOWN_GRACE_S``) to complete, then journal what is still in flight, marked as
         cut by the shutdown."""
         end = time.monotonic() + SHUTDOWN_GRACE_S
-        while any(c.status is not None for c in self._pending.values()) and time.monotonic() < end:
+        while any(c.status is not None and c.websocket is None for c in self._pending.values()) and time.monotonic() < end:
             await asyncio.sleep(0.01)
         self._closed = True
         for fid in list(self._pending):
             cap = self._pending.pop(fid)
             if cap.request is None:
+                continue
+            if cap.websocket is not None:  # a WebSocket still open: its messages so far, no close
+                self._executor.submit(self._write, cap.seq, self._interaction(cap, None, None))
                 continue
             failure = Failure(
                 kind="other",
@@ -334,7 +367,18 @@ class Recorder:
             return
         if cap.request is None:
             cap.request = self._request(cap, flow)
+        if cap.status is None and failure is None and flow.response is not None:  # made by another addon
+            cap.status, cap.reason = flow.response.status_code, flow.response.reason or ""
+            cap.headers = headers_of(flow.response)
         it = self._interaction(cap, flow, failure)
+        extra = flow.metadata.get("spoolproxy.interaction_extra")
+        if isinstance(extra, dict):
+            it.extra.update(extra)
+        for observe in self.observers:
+            try:
+                observe(cap.seq, it)
+            except Exception as exc:  # noqa: BLE001 - an observer must never cost the recording
+                logger.warning("spoolproxy: observer failed: %s", exc)
         loop = asyncio.get_running_loop()
         write = loop.run_in_executor(self._executor, self._write, cap.seq, it)
         if failure is None and (cap.sink is None or _client_already_has_it(flow)):
@@ -368,6 +412,8 @@ class Recorder:
             extra["response_after_ms"] = round(cap.response_after_ms, 3)
         if cap.client_closed is not None:
             extra["client_closed"] = {"during": "response", "message": cap.client_closed}
+        if cap.websocket is not None:
+            extra["websocket"] = cap.websocket.extension(self.redactor, cap.request)
         return Interaction(
             request=cap.request,
             response=response,
@@ -402,13 +448,12 @@ class Recorder:
         if self.journal is not None:
             self.journal.close(remove=True)
 
-    def finish(self, exit_code: int | None = None, agent_end: dict | None = None) -> Cassette:
+    def finish(self, exit_code: int | None = None, extra: dict | None = None) -> Cassette:
         """Write the cassette atomically from the journal and remove the journal.
 
-        Call after the proxy stopped.  ``exit_code``: the recorded command's exit status;
-        ``agent_end``: how it ended (``ChildEnd.meta()``: signal, timeout, the redacted end of
-        its stderr), kept as ``meta.extra["agent_end"]``.  Returns the cassette as written
-        (redacted).
+        Call after the proxy stopped.  ``extra``: run-level facts added to ``meta.extra``
+        (e.g. a guard's ``budget`` and ``circuit_breaker``, ``record``'s ``agent_end``: how the
+        command ended, see ``ChildEnd.meta()``).  Returns the cassette as written (redacted).
         Raises CassetteError when the cassette cannot be written (the journal is kept
         then, for ``spoolproxy recover``).
         """
@@ -420,8 +465,10 @@ class Recorder:
         self.journal.close(remove=False)
         cas = read_journal(self.journal.path)
         cas.meta.exit_code = exit_code
-        if agent_end:
-            cas.meta.extra["agent_end"] = agent_end
+        if extra:
+            import json
+
+            cas.meta.extra.update(json.loads(self.redactor.text(json.dumps(extra))))  # reasons may quote arguments
         save(cas, self.path)
         self.journal.close(remove=True)
         cas.path = self.path

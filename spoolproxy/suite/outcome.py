@@ -168,6 +168,9 @@ def check_assertions(case: Case, transcript: Transcript) -> list[str]:
     n_llm = len(transcript.llm_steps())
     if a.max_llm_calls is not None and n_llm > a.max_llm_calls:
         failed.append(f"{n_llm} LLM calls, at most {a.max_llm_calls} allowed")
+    n_tools = sum(len(s.llm.tool_calls) for s in transcript.llm_steps() if s.llm)
+    if a.max_tool_calls is not None and n_tools > a.max_tool_calls:
+        failed.append(f"{n_tools} tool calls, at most {a.max_tool_calls} allowed")
     return failed
 
 
@@ -217,7 +220,8 @@ def _pass_line(case: Case, report: Report) -> str:
 
 def _has_assertions(case: Case) -> bool:
     a = case.assertions
-    return bool(a.final_answer_contains or a.final_answer_matches or a.tools_called or a.max_llm_calls is not None)
+    return bool(a.final_answer_contains or a.final_answer_matches or a.tools_called or a.max_llm_calls is not None
+                or a.max_tool_calls is not None)
 
 
 def _short(text: str, n: int = 80) -> str:
