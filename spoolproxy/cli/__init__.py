@@ -27,6 +27,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export-test": ("export_test", "Turn failing runs into regression test cases."),
     "annotate": ("annotate", "Set a test case's status (pending/confirmed/rejected)."),
     "test": ("testrun", "Run the regression suite: passes / still_fails / fails_differently."),
+    "fork": ("fork", "Rerun a recorded run from interaction N with patches, the model live."),
+    "diff": ("diff", "Compare two runs: relation, totals, step alignment, first divergence."),
+    "verify": ("verify", "Verify a patch: K patched vs K control trials live, past good runs, verdict."),
 }
 
 
