@@ -220,10 +220,23 @@ def _refund_flow(order_id: str, results) -> dict:
                     "we'll email you as soon as it is confirmed."}
 
 
+def _cut(action: dict, limit) -> tuple[dict, bool]:
+    """A text answer cut to ``limit`` words (the script's tokens), and whether it was cut."""
+    if "text" not in action or not isinstance(limit, int) or limit <= 0:
+        return action, False
+    words = action["text"].split()
+    if len(words) <= limit:
+        return action, False
+    return {"text": " ".join(words[:limit])}, True
+
+
 def completion(request: dict, brain: Brain | None = None) -> tuple[dict, list[dict]]:
-    """The OpenAI Chat Completions response for ``request``: (``chat.completion`` body, stream chunks)."""
+    """The OpenAI Chat Completions response for ``request``: (``chat.completion`` body, stream chunks).
+    A text answer longer than ``max_completion_tokens`` / ``max_tokens`` words is cut there
+    (``finish_reason: length``)."""
     messages = request.get("messages") or []
-    action = (brain or DEFAULT_BRAIN).decide(messages)
+    action, cut = _cut((brain or DEFAULT_BRAIN).decide(messages),
+                       request.get("max_completion_tokens") or request.get("max_tokens"))
     digest = _digest(messages)
     cid = f"chatcmpl-{digest[:24]}"
     prompt_tokens = sum(len(json.dumps(m).split()) for m in messages)
@@ -242,7 +255,7 @@ def completion(request: dict, brain: Brain | None = None) -> tuple[dict, list[di
     else:
         text = action["text"]
         message = {"role": "assistant", "content": text, "refusal": None}
-        finish, completion_tokens = "stop", len(text.split())
+        finish, completion_tokens = "length" if cut else "stop", len(text.split())
         words = re.findall(r"\S+\s*", text)
         deltas = [{"role": "assistant", "content": "", "refusal": None}]
         deltas += [{"content": "".join(words[i:i + 3])} for i in range(0, len(words), 3)]
@@ -290,9 +303,10 @@ def _from_anthropic(request: dict) -> list[dict]:
 
 
 def anthropic_message(request: dict, brain: Brain | None = None) -> tuple[dict, list[tuple[str, dict]]]:
-    """The Anthropic Messages response for ``request``: (``message`` body, SSE ``(event, data)`` list)."""
+    """The Anthropic Messages response for ``request``: (``message`` body, SSE ``(event, data)`` list).
+    A text answer longer than ``max_tokens`` words is cut there (``stop_reason: max_tokens``)."""
     messages = _from_anthropic(request)
-    action = (brain or DEFAULT_BRAIN).decide(messages)
+    action, cut = _cut((brain or DEFAULT_BRAIN).decide(messages), request.get("max_tokens"))
     digest = _digest(messages)
     model = request.get("model") or MODEL
     input_tokens = sum(len(json.dumps(m).split()) for m in messages)
@@ -304,7 +318,7 @@ def anthropic_message(request: dict, brain: Brain | None = None) -> tuple[dict, 
         deltas = [{"type": "input_json_delta", "partial_json": args[i:i + 12]} for i in range(0, len(args), 12)]
     else:
         block = {"type": "text", "text": action["text"]}
-        stop, output_tokens = "end_turn", len(action["text"].split())
+        stop, output_tokens = "max_tokens" if cut else "end_turn", len(action["text"].split())
         start = {"type": "text", "text": ""}
         words = re.findall(r"\S+\s*", action["text"])
         deltas = [{"type": "text_delta", "text": "".join(words[i:i + 3])} for i in range(0, len(words), 3)]

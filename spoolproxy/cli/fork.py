@@ -131,13 +131,16 @@ def command(proxy: ProxySettings, cassette, at, patch_files, system_append, tool
 def resolve_at(at: int | None, patches, parent) -> int:
     """The fork point: ``at`` (negative from the end), else the first interaction a patch
     applies to.  Raises UsageError when out of range or when nothing gives one."""
-    from ..fix.apply import first_target
+    from ..fix.apply import check_targets, first_target
 
     n = len(parent)
     if at is None:
         found = first_target(patches, parent) if patches else None
         if found is None:
-            raise UsageError(f"give --at N (0-{n}): no patch applies to {parent.path}, so there is no default fork point")
+            why = next((f" (patch {c.patch + 1} does not apply: {c.problem})" for c in check_targets(patches, parent)
+                        if c.problem), "") if patches else ""
+            raise UsageError(f"give --at N (0-{n}): no patch applies to {parent.path}{why}, so there is no default "
+                             "fork point")
         return found
     real = at + n if at < 0 else at
     if not 0 <= real <= n:

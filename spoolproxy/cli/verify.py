@@ -34,8 +34,9 @@ OUTCOME_STYLE = {"passed": "green", "failed": "red", "errored": "yellow", "skipp
               help="Patched trials (and as many controls).")
 @click.option("--no-control", is_flag=True, help="Run no control trials (weaker evidence: see docs/fix.md).")
 @click.option("--regress", multiple=True, metavar="PATHS",
-              help="Past good runs to rerun with the patch: cassettes or directories, comma-separated or repeated; "
-                   "'none' for none (default: the case's pinned passing cassette).")
+              help="Past good runs to rerun with the patch: cassettes, case files (their cassette, command and "
+                   "assertions) or directories of either, comma-separated or repeated; 'none' for none "
+                   "(default: the case's pinned passing cassette).")
 @click.option("--at", "at", type=int, default=None, metavar="N",
               help="Fork point of the trials (default: the first interaction the patch changes).")
 @click.option("--max-cost", type=float, default=None, metavar="USD",
@@ -63,7 +64,7 @@ def command(target, patch_files, system_append, tool_results, routes, k, no_cont
     from ..config import find_config, section
     from ..detectors import load_detect_config
     from ..fix.runner import ForkEngine
-    from ..fix.verify import regress_paths, run_verification, subject_of
+    from ..fix.verify import regress_runs, run_verification, subject_of
     from ..proxy.runner import ProxyRunner
 
     patches = build_patches(patch_files, system_append, tool_results, routes)
@@ -77,7 +78,7 @@ def command(target, patch_files, system_append, tool_results, routes, k, no_cont
     if pin and subject.case is None:
         raise UsageError(f"--pin saves into a test case, and {target} is a cassette: export a case first "
                          f"(spoolproxy export-test {target}) and verify that")
-    regress_list = regress_paths(tuple(regress)) if regress else None
+    regress_list = regress_runs(tuple(regress)) if regress else None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     if out_dir is None:
         out_dir = (subject.case_path.parent / ".runs" / subject.name if subject.case_path is not None

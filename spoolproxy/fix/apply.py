@@ -36,7 +36,7 @@ class Applied:
     ``api``: the wire format (None: not a patchable LLM request, nothing applied);
     ``body``: bytes to send; ``path``: URL path (with query) to send; ``changed``: 0-based
     indexes into the patch list of the patches that changed the request; ``notes``: one line
-    per request patch that did not change it, saying why; ``before``/``after``: the parsed
+    per request patch that did not change it (or changed it only in part), saying why; ``before``/``after``: the parsed
     bodies (for diffs; None when not JSON).
     """
 
@@ -77,7 +77,7 @@ def apply_patches(patches: Sequence[Any] | PatchSet, method: str, path: str, bod
             changed, note = False, f"could not apply to this {api} request: {exc}"
         if changed:
             result.changed.append(n)
-        elif note:
+        if note:
             result.notes.append(f"patch {n + 1} ({p.kind}): {note}")
     if result.changed:
         result.body = json.dumps(new, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

@@ -43,6 +43,19 @@ from .trials import judge_trial
 
 
 @dataclass
+class PastRun:
+    """A past good run to rerun with the patch: its ``cassette``, and when it came from a
+    case, that case's command and assertions (else the cassette's recorded command and
+    "no error-level finding" only)."""
+
+    cassette: Path
+    argv: list[str] | None = None
+    cwd: Path | None = None
+    assertions: Assertions | None = None
+    name: str = ""
+
+
+@dataclass
 class Subject:
     """What is verified: ``cassette`` (the failing run), ``argv``/``cwd`` (its command),
     ``assertions`` (the case's; None for a bare cassette), ``regress`` (default past good
@@ -53,7 +66,7 @@ class Subject:
     argv: list[str]
     cwd: Path
     assertions: Assertions | None = None
-    regress: list[Path] = field(default_factory=list)
+    regress: list[PastRun] = field(default_factory=list)
     case: Case | None = None
     case_path: Path | None = None
     root: Path | None = None
@@ -87,27 +100,63 @@ def subject_of(target: str, suite_dir: Path) -> Subject:
         failing = root / (case.failing_cassette or case.cassette)
         if not failing.is_file():
             raise SpoolError(f"case {case.name}: cassette {failing} does not exist; record the run again")
-        regress = [root / case.cassette] if case.failing_cassette and (root / case.cassette).is_file() else []
         cwd = (root / case.command.cwd).resolve()
+        argv = resolve_argv(case.command.argv, cwd)
+        regress = [PastRun(root / case.cassette, argv, cwd, case.assertions, case.name)] \
+            if case.failing_cassette and (root / case.cassette).is_file() else []
         options = case_match_options(case, project_match_options(find_config(root)))
-        return Subject(case.name, failing, resolve_argv(case.command.argv, cwd), cwd, case.assertions, regress,
-                       case, p, root, options)
+        return Subject(case.name, failing, argv, cwd, case.assertions, regress, case, p, root, options)
     cas = load_parent(p)
     argv, cwd = recorded_command(cas)
     return Subject(p.stem, p, argv, cwd, options=project_match_options(find_config()))
 
 
-def regress_paths(spec: tuple[str, ...]) -> list[Path]:
-    """``--regress`` values (files or directories, comma-separated or repeated) -> cassettes;
-    ``none`` -> []."""
+def regress_runs(spec: tuple[str, ...]) -> list[PastRun]:
+    """``--regress`` values (comma-separated or repeated) -> past good runs.  Each is a
+    cassette, a case file (its cassette, run with its command and judged by its assertions),
+    or a directory of either (from a directory only runs the detectors pass are taken: a
+    suite directory gives its pinned and passing cases, not its open failures).  ``none``
+    -> [].  Raises UsageError for a path that does not exist."""
+    from ..suite.files import load_case, project_root
+    from ..suite.runner import resolve_argv
+
     items = [s.strip() for v in spec for s in v.split(",") if s.strip()]
     if items == ["none"]:
         return []
-    paths = [Path(s) for s in items]
-    for q in paths:
+    out: list[PastRun] = []
+    for item in items:
+        q = Path(item)
         if not q.exists():
-            raise UsageError(f"--regress {q}: no such cassette or directory")
-    return list(iter_paths(paths))
+            raise UsageError(f"--regress {q}: no such cassette, case file or directory")
+        files = sorted(f for f in q.iterdir() if f.is_file() and f.suffix in (".yaml", ".yml", ".json")
+                       and not f.name.startswith(".")) if q.is_dir() else [q]
+        for f in files:
+            if _is_case_file(f):
+                case = load_case(f)
+                if case.status == "rejected":
+                    continue
+                root = project_root(f.parent)
+                cwd = (root / case.command.cwd).resolve()
+                run = PastRun(root / case.cassette, resolve_argv(case.command.argv, cwd), cwd, case.assertions, case.name)
+            elif f.name != "baseline.json":
+                run = PastRun(f, name=f.stem)
+            else:
+                continue
+            if q.is_dir() and not _passes(run.cassette):
+                continue
+            out.append(run)
+    return out
+
+
+def _passes(path: Path) -> bool:
+    """True when the detectors pass the cassette at ``path`` (False when it cannot be read)."""
+    from ..cassettes import load
+    from ..detectors import analyze
+
+    try:
+        return analyze(load(path)).verdict == "pass"
+    except SpoolError:
+        return False
 
 
 class Trial(BaseModel):
@@ -162,9 +211,9 @@ class Verification(BaseModel):
 ProgressFn = Callable[[Trial | None, str, "Verification"], None]
 
 
-def plan(k: int, control: bool, regress: list[Path]) -> list[tuple[str, int, Path | None]]:
+def plan(k: int, control: bool, regress: list[PastRun]) -> list[tuple[str, int, PastRun | None]]:
     """The trial order: patched and control interleaved, then one per past good run."""
-    out: list[tuple[str, int, Path | None]] = []
+    out: list[tuple[str, int, PastRun | None]] = []
     for n in range(1, k + 1):
         out.append(("patched", n, None))
         if control:
@@ -174,7 +223,7 @@ def plan(k: int, control: bool, regress: list[Path]) -> list[tuple[str, int, Pat
 
 
 def run_verification(subject: Subject, patches: PatchSet, k: int, *, engine: ForkEngine, out_dir: Path,
-                     control: bool = True, regress: list[Path] | None = None, at: int | None = None,
+                     control: bool = True, regress: list[PastRun] | None = None, at: int | None = None,
                      max_cost: float | None = None, pace: float = 0.0, timeout_s: float = 300.0,
                      progress: ProgressFn | None = None, config=None) -> Verification:
     """Run a verification (see the module docstring).  Raises SpoolError when the patch
@@ -185,7 +234,8 @@ def run_verification(subject: Subject, patches: PatchSet, k: int, *, engine: For
         if at is None:
             raise SpoolError(f"the patch applies nowhere in {subject.cassette}; check it with "
                              f"`spoolproxy fork {subject.cassette} --patch FILE --dry-run` or give --at N")
-    regress = list(subject.regress if regress is None else regress)
+    regress = [r for r in (subject.regress if regress is None else regress)
+               if r.cassette.resolve() != Path(subject.cassette).resolve()]
     out_dir.mkdir(parents=True, exist_ok=True)
     v = Verification(subject=subject.name, cassette=str(subject.cassette), patches=patches.describe(),
                      patch_files=patches.source, k=k, at=at, control=control, max_cost_usd=max_cost,
@@ -197,7 +247,7 @@ def run_verification(subject: Subject, patches: PatchSet, k: int, *, engine: For
             v.trials += [Trial(arm=a, n=m, outcome="not_run", reason="budget reached") for a, m, _ in steps[idx:]]
             break
         if progress:
-            progress(None, f"{arm} {n}" + (f" ({path.name})" if path else ""), v)
+            progress(None, f"{arm} {n}" + (f" ({path.name or path.cassette.name})" if path else ""), v)
         trial = _one(subject, patches, arm, n, path, parent, at, engine, out_dir, timeout_s, config)
         v.trials.append(trial)
         if trial.cost_usd is None and trial.outcome != "skipped":
@@ -215,26 +265,22 @@ def run_verification(subject: Subject, patches: PatchSet, k: int, *, engine: For
     return v
 
 
-def _one(subject: Subject, patches: PatchSet, arm: str, n: int, path: Path | None, parent: Cassette, at: int,
+def _one(subject: Subject, patches: PatchSet, arm: str, n: int, past: PastRun | None, parent: Cassette, at: int,
          engine: ForkEngine, out_dir: Path, timeout_s: float, config) -> Trial:
     t0 = time.monotonic()
     if arm == "regression":
-        assert path is not None
+        assert past is not None
+        source = str(past.cassette)
         try:
-            cas = load_parent(path)
+            cas = load_parent(past.cassette)
+            where = first_target(patches, cas)
+            if where is None:
+                return Trial(arm="regression", n=n, source=source, outcome="skipped",
+                             reason="the patch does not apply to this run, so it cannot change it")
+            argv, cwd = (past.argv, past.cwd) if past.argv and past.cwd else recorded_command(cas)
         except SpoolError as exc:
-            return Trial(arm="regression", n=n, source=str(path), outcome="errored", reason=str(exc))
-        where = first_target(patches, cas)
-        if where is None:
-            return Trial(arm="regression", n=n, source=str(path), outcome="skipped",
-                         reason="the patch does not apply to this run, so it cannot change it")
-        own = subject.case is not None and subject.root is not None and path.resolve() == (subject.root / subject.case.cassette).resolve()
-        try:
-            argv, cwd = recorded_command(cas) if cas.meta.command else (subject.argv, subject.cwd)
-        except SpoolError as exc:
-            return Trial(arm="regression", n=n, source=str(path), outcome="errored", reason=str(exc))
-        spec_parent, at_here, assertions, exit0 = cas, where, subject.assertions if own else None, cas.meta.exit_code
-        source = str(path)
+            return Trial(arm="regression", n=n, source=source, outcome="errored", reason=str(exc))
+        spec_parent, at_here, assertions, exit0 = cas, where, past.assertions, cas.meta.exit_code
     else:
         spec_parent, at_here, argv, cwd = parent, at, subject.argv, subject.cwd
         assertions, exit0, source = subject.assertions, 0, str(subject.cassette)
