@@ -1,7 +1,8 @@
 """``spoolproxy export-test CASSETTE...``: turn failing runs into regression test cases.
 
 Writes ``<suite>/<cassette stem>.yaml`` for every cassette whose detector verdict is
-``fail`` (passing runs are skipped and said so).  The case holds the recorded command
+``fail`` (passing runs are skipped and said so, unless ``--passing``: a fixed run, e.g. a
+fork, saved as a test with its assertions; a fork's parent becomes ``failing_cassette``).  The case holds the recorded command
 (``--cmd`` overrides it), the cassette path, all-replay routing, exact matching, the
 error-level findings as its signature, and assertions (the signature kinds must not come
 back, plus any ``--final-answer-contains`` / ``--final-answer-matches`` / ``--tool`` /
@@ -34,8 +35,12 @@ from .suite_options import assertion_options
 @click.option("--dedup", is_flag=True,
               help="Skip runs whose failure signature (kinds and messages, ids and numbers ignored) is already a case.")
 @click.option("--force", is_flag=True, help="Overwrite a case already exported from the same cassette.")
+@click.option("--passing", is_flag=True,
+              help="Export runs the detectors pass too: a fixed run (e.g. a fork) saved as a regression test; "
+                   "give it assertions such as --final-answer-contains.")
 @assertion_options
-def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, contains, matches, tools, max_llm_calls) -> None:
+def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, passing, contains, matches, tools,
+            max_llm_calls) -> None:
     """Turn failing runs (CASSETTE files or directories) into regression test cases."""
     from pydantic import ValidationError
 
@@ -50,8 +55,11 @@ def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, contain
     paths = list(iter_paths(cassettes))
     if not paths:
         raise SpoolError(f"no cassette found in {', '.join(map(str, cassettes))}")
+    if passing and not (contains or matches or tools or max_llm_calls is not None):
+        click.echo("spoolproxy: warning: --passing without assertions: such a case only checks that no error-level "
+                   "finding appears; add --final-answer-contains TEXT (or --final-answer-matches, --tool)", err=True)
     results = export(paths, suite_dir, cmd=cmd, cwd=cwd, status="confirmed" if confirm else "pending",
-                     force=force, assertions=assertions, dedup=dedup)
+                     force=force, assertions=assertions, dedup=dedup, passing=passing)
     bad = 0
     for r in results:
         if r.action == "written":

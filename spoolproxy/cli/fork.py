@@ -206,7 +206,8 @@ def run(proxy: ProxySettings, cassette: Path, at, patches, live, normalize, outp
     redactor = Redactor.from_config(config.section("redact", proxy.config))
     spec = ForkSpec(parent=cassette, at=at, patches=patches, argv=argv, cwd=cwd, out=out, live=live,
                     options=options, capture=False)
-    say(f"spoolproxy: fork of {cassette} at interaction {at}" + (f" with {len(patches)} patch(es)" if patches else ""))
+    n = len(patches)
+    say(f"spoolproxy: fork of {cassette} at interaction {at}" + (f" with {n} patch{'es' if n != 1 else ''}" if n else ""))
     with ForkEngine(lambda addons: proxy.make_runner(addons, options={"connection_strategy": "lazy"}),
                     lambda runner, env: proxy.env_for(runner, env), redactor) as engine:
         result = engine.run(spec, parent=parent)

@@ -144,7 +144,8 @@ def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repea
     else:
         _print_table(results, verbose, show_runs=repeat > 1 or fail_under is not None)
         _print_footer(results, regressions, baseline_path if previous else None, fail_on, code, junit,
-                      baseline_path if update_baseline else None, pass_rate_line(results, fail_under))
+                      baseline_path if update_baseline else None,
+                      pass_rate_line(results, fail_under) if repeat > 1 or fail_under is not None else None)
     if code:
         raise click.exceptions.Exit(code)
 

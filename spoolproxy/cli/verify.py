@@ -175,8 +175,9 @@ def render(v) -> None:
     from ..fix.stats import Arm
 
     console = Console(soft_wrap=False, width=max(100, Console().width))
-    console.print(f"[bold]verify {_esc(v.subject)}[/]: {len(v.patches)} patch(es), k={v.k}, fork at interaction {v.at} "
-                  f"of {_esc(v.cassette)}", highlight=False)
+    n = len(v.patches)
+    console.print(f"[bold]verify {_esc(v.subject)}[/]: {n} patch{'es' if n != 1 else ''}, k={v.k}, fork at interaction "
+                  f"{v.at} of {_esc(_shown(v.cassette))}", highlight=False)
     for line in v.patches:
         console.print(f"  {_esc(line)}", highlight=False)
     table = Table()
@@ -194,7 +195,7 @@ def render(v) -> None:
         console.print("past good runs:")
         for t in regress:
             style = OUTCOME_STYLE.get(t.outcome, "")
-            console.print(f"  {_esc(t.source or '?')}: [{style}]{t.outcome}[/] - {_esc(t.reason)}", highlight=False)
+            console.print(f"  {_esc(_shown(t.source or '?'))}: [{style}]{t.outcome}[/] - {_esc(t.reason)}", highlight=False)
     blocked = sorted({b for t in v.trials for b in t.blocked})
     if blocked:
         console.print(f"blocked side effects during trials: {_esc(', '.join(blocked))}", highlight=False)
@@ -205,6 +206,14 @@ def render(v) -> None:
         console.print(f"[yellow]stopped early: {_esc(v.stopped)}[/]")
     style = VERDICT_STYLE.get(v.verdict or "", "")
     console.print(f"[{style}]{v.verdict}[/]: {_esc(v.reason)}", highlight=False)
-    console.print(f"trials: {_esc(v.out_dir)}/ (verification.json)", highlight=False)
+    console.print(f"trials: {_esc(_shown(v.out_dir))}/ (verification.json)", highlight=False)
     if v.pinned:
-        console.print(f"pinned: {_esc(v.pinned)}", highlight=False)
+        console.print(f"pinned: {_esc(_shown(v.pinned))}", highlight=False)
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the cwd when below it."""
+    import os
+
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else path
