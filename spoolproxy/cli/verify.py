@@ -13,7 +13,6 @@ Exit status: 0 for VERIFIED or LIKELY, 1 for REJECTED or INCONCLUSIVE, 2 for bad
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -98,7 +97,9 @@ def command(target, patch_files, system_append, tool_results, routes, k, no_cont
     if pin:
         _pin(v, subject)
     if as_json:
-        click.echo(json.dumps(v.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        from ..fix.verify import to_json
+
+        click.echo(to_json(v))
     else:
         render(v)
     raise SystemExit(0 if v.verdict in ("VERIFIED", "LIKELY") else 1)

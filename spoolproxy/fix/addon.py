@@ -123,7 +123,9 @@ class ForkAddon:
         flow.metadata[META] = d.source
         flow.metadata[EXTRA_META] = d.extra()
         req = flow.request
-        if d.body is not None and not req.stream:
+        if d.body is not None and req.stream:  # a big upload the recorder streams: cannot be rewritten
+            flow.metadata[EXTRA_META] = {**d.extra(), "fork": "live", "fork_note": "streamed request body: not patched"}
+        elif d.body is not None:
             req.headers.pop("transfer-encoding", None)
             req.content = d.body  # re-encodes for Content-Encoding and sets Content-Length
             req.headers["content-length"] = str(len(req.raw_content or b""))

@@ -298,10 +298,17 @@ def _one(subject: Subject, patches: PatchSet, arm: str, n: int, past: PastRun | 
                  exit_code=result.exit_code, duration_s=round(time.monotonic() - t0, 3))
 
 
+def to_json(v: Verification) -> str:
+    """The verification as indented JSON, with key-shaped strings redacted."""
+    from ..cassettes.redact import Redactor
+
+    return Redactor().text(json.dumps(v.model_dump(mode="json"), indent=2, ensure_ascii=False))
+
+
 def write(v: Verification, out_dir: Path) -> Path:
-    """Write ``verification.json`` into ``out_dir``."""
+    """Write ``verification.json`` (redacted) into ``out_dir``."""
     p = out_dir / "verification.json"
-    atomic_write(p, json.dumps(v.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
+    atomic_write(p, to_json(v) + "\n")
     return p
 
 
