@@ -138,6 +138,8 @@ def test_bad_input_is_one_line(project, tmp_path):
                       (["cassettes/stock-check.yaml", "--route", "shop.example=ftp://x"], "--route"),
                       (["cassettes/stock-check.yaml"], "give --at N"),
                       (["cassettes/stock-check.yaml", "--patch", "bad.yaml"], "does not apply: no tool named 'zap'"),
+                      (["cassettes/stock-check.yaml", "--system-append", "x", "-o", "cassettes/stock-check.yaml"],
+                       "is the cassette being forked"),
                       (["cassettes/stock-check.yaml", "--at", "0", "--patch", "bad.yaml"],
                        "patch 1 (tool zap: replace description 'x') does not apply: no tool named 'zap'")]:
         (root / "bad.yaml").write_text("kind: tool_description\ntool: zap\ntext: x\n")

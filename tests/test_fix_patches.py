@@ -294,3 +294,19 @@ def test_each_verdict(patched, control, regress, k, want, reason):
 def test_min_usable_and_arm_line():
     assert [min_usable(k) for k in (1, 2, 3, 5, 10)] == [2, 2, 2, 3, 5]
     assert arm("patched", 4, 1, 1).line() == "4/5 passed (80%, 95% CI 38%-96%), 1 errored"
+
+
+def test_each_patch_renders_its_own_diff():
+    ps = parse_patches([{"kind": "system_prompt", "op": "append", "text": "Be brief."},
+                        {"kind": "model_params", "model": "gpt-4o"},
+                        {"kind": "tool_result", "host": "shop.example", "path": "/orders*", "status": 404,
+                         "body": {"error": "no such order"}}])
+    path, body = bodies()["openai-chat"]
+    raw = json.dumps(body).encode()
+    assert ps.patches[0].diff("POST", path, raw)[-1] == "    +Be brief."
+    assert ps.patches[1].diff("POST", path, raw) == ['$.model: recorded "gpt-4o-mini", patched "gpt-4o"']
+    assert ps.patches[2].diff(200, b'{"orders": []}') == ["$.status: recorded 200, patched 404", "$.body.orders: removed: []",
+                                                          '$.body.error: added: "no such order"']
+    lines = preview(ps, _cassette(), 0)  # --dry-run: every patch with its own diff, then the first patched request
+    assert "     $.status: recorded 200, patched 404" in lines
+    assert '     $.model: recorded "gpt-4o-mini", patched "gpt-4o"' in lines

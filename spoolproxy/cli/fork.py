@@ -196,6 +196,8 @@ def run(proxy: ProxySettings, cassette: Path, at, patches, live, normalize, outp
     check_patches(patches, parent, at, force, say)
     argv, cwd = recorded_command(parent, proxy.command)
     out = output or default_output(cassette, at)
+    if out.resolve() == cassette.resolve():
+        raise UsageError(f"-o {out} is the cassette being forked; write the fork elsewhere (the parent stays as it is)")
     check_writable(out)
     base = project_match_options(proxy.config or config.find_config())
     from ..replayer.fingerprint import MatchOptions

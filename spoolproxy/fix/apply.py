@@ -223,7 +223,8 @@ def render_change(before: Any, after: Any, *, limit: int = 30) -> list[str]:
     lines: list[str] = []
     for change in diff_json(before, after, limit=limit):
         lines += change.render()
-    return [ln.replace("only in actual", "added").replace("only in recorded", "removed") for ln in lines]
+    return [ln.replace("only in actual", "added").replace("only in recorded", "removed")
+            .replace(", actual ", ", patched ") for ln in lines]
 
 
 # -- runs -----------------------------------------------------------------------------------
@@ -333,6 +334,11 @@ def preview(patches: PatchSet, cassette: Cassette, at: int) -> list[str]:
             recorded = f"{rec.status}, {len(rec.body)} bytes" if rec is not None else "no response"
             lines.append(f"   interaction {c.interactions[0]} recorded {recorded}; the fork serves {p.status}, "
                          f"{len(p.response_body())} bytes")
+            lines += ["     " + ln for ln in p.diff(rec.status if rec else None, rec.body if rec else b"")]
+        elif p.SCOPE == "request" and c.interactions and len(patches.request_patches) > 1:
+            it = cassette.interactions[c.interactions[0]]
+            method, _host, path = request_target(it)
+            lines += ["     " + ln for ln in p.diff(method, path, it.request.body)]
     for i in model_requests(cassette, at):
         it = cassette.interactions[i]
         method, host, path = request_target(it)

@@ -61,6 +61,15 @@ class _Patch(BaseModel):
         """One line saying what the patch does."""
         raise NotImplementedError
 
+    def diff(self, method: str, path: str, body: bytes) -> list[str]:
+        """What this patch alone changes in one LLM request (``path`` with its query, the
+        decoded ``body``), as field-level diff lines (``$.messages[0].content: text differs``
+        ...); empty when it changes nothing there."""
+        from .apply import apply_patches, render_change
+
+        res = apply_patches([self], method, path, body)
+        return render_change(res.before, res.after) if res.changed else []
+
 
 def _short(text: str, n: int = 60) -> str:
     text = " ".join(str(text).split())
@@ -259,6 +268,18 @@ class ToolResultPatch(_Patch):
     def describe(self) -> str:
         body = self.response_body()
         return f"tool result: {self.method} {self.host}{self.path} -> {self.status} ({len(body)} bytes)"
+
+    def diff(self, status: int | None, body: bytes) -> list[str]:  # type: ignore[override]
+        """What this patch changes in a recorded response (``status``, decoded ``body``):
+        field-level lines for JSON bodies (``$.status: recorded 502, patched 404``)."""
+        from ..cassettes.model import parse_json
+        from .apply import render_change
+
+        def doc(st, raw: bytes):
+            parsed = parse_json(raw)
+            return {"status": st, "body": parsed if parsed is not None else raw.decode("utf-8", "replace")}
+
+        return render_change(doc(status, body), doc(self.status, self.response_body()))
 
 
 class RouteToolPatch(_Patch):

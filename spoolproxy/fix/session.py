@@ -105,6 +105,7 @@ class ForkReport(BaseModel):
     parent: str
     at: int
     patches: list[str] = Field(default_factory=list)
+    patch_kinds: list[str] = Field(default_factory=list)
     requests: list[ForkRequest] = Field(default_factory=list)
     diverged_at: int | None = None
     applied: dict[int, int] = Field(default_factory=dict)
@@ -143,15 +144,14 @@ class ForkReport(BaseModel):
             out.append(f"the rerun ended after {len(self.requests)} requests, before the fork point ({self.at})")
         for n, text in enumerate(self.patches, 1):
             k = self.applied.get(n, 0)
-            out.append(f"patch {text}: changed {k} request{'s' if k != 1 else ''}" +
-                       ("" if k or n in self._tool_patch_numbers() else " (never applied)"))
+            tool = n <= len(self.patch_kinds) and self.patch_kinds[n - 1] in ("tool_result", "route")
+            verb = "served" if tool else "changed"
+            out.append(f"patch {text}: {verb} {k} request{'s' if k != 1 else ''}" +
+                       ("" if k or tool else " (never applied)"))
         for r in self.blocked:
             out.append(f"BLOCKED side effect: {r.method} {r.uri} differs from the parent run; not sent "
                        f"(allow with --live {urlsplit(r.uri).hostname})")
         return out
-
-    def _tool_patch_numbers(self) -> set[int]:
-        return {n for n, t in enumerate(self.patches, 1) if t.split(". ", 1)[-1].startswith(("tool result:", "route:"))}
 
 
 class ForkSession:
@@ -180,7 +180,8 @@ class ForkSession:
         self.model_endpoints = {self._endpoint(parent.interactions[i].request) for i in model_requests(parent)}
         self.model_endpoints |= self._other_llm_endpoints(parent)
         name = str(parent.path) if parent.path else "<parent>"
-        self._report = ForkReport(parent=name, at=at, patches=self.patches.describe())
+        self._report = ForkReport(parent=name, at=at, patches=self.patches.describe(),
+                                  patch_kinds=[p.kind for p in self.patches.patches])
         self._lock = threading.Lock()
         self._seq = 0
 

@@ -5,9 +5,9 @@ One ``<testsuite name="spoolproxy">`` inside ``<testsuites>``; one ``<testcase>`
 ``fails_differently`` and ``unreplayable`` become ``<failure type=OUTCOME message=...>``
 with the details as text; ``error`` becomes ``<error>``; cases that did not run (status
 pending/rejected) become ``<skipped>``.  The artifact cassette path goes to ``<system-out>``.
-Pass rates go in ``<properties>``: per case ``runs``, ``passed_runs`` and ``pass_rate``; for the
-suite ``runs``, ``passed_runs``, ``pass_rate`` and, with ``--fail-under``, ``fail_under`` and
-``below_fail_under``.
+With ``--repeat`` or ``--fail-under``, pass rates go in ``<properties>``: per case ``runs``,
+``passed_runs`` and ``pass_rate``; for the suite ``runs``, ``passed_runs``, ``pass_rate`` and,
+with ``--fail-under``, ``fail_under`` and ``below_fail_under``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def junit_xml(results: Sequence[CaseResult], suite_name: str = "spool", fail_und
     root = ET.Element("testsuites", {"name": "spoolproxy", **counts})
     suite = ET.SubElement(root, "testsuite", {"name": "spoolproxy", **counts})
     passed, runs = suite_pass_rate(results)
-    if runs:
+    rates = fail_under is not None or any(r.runs > 1 for r in results)
+    if runs and rates:
         props: dict[str, object] = {"runs": runs, "passed_runs": passed, "pass_rate": f"{passed / runs:.4f}"}
         if fail_under is not None:
             props.update(fail_under=f"{fail_under:g}", below_fail_under=str(passed / runs < fail_under).lower())
@@ -52,7 +53,7 @@ def junit_xml(results: Sequence[CaseResult], suite_name: str = "spool", fail_und
     for r in results:
         tc = ET.SubElement(suite, "testcase", {"classname": f"spoolproxy.{suite_name}", "name": r.name,
                                                "time": f"{r.duration_s:.3f}"})
-        if r.pass_rate is not None:
+        if r.pass_rate is not None and rates:
             _properties(tc, {"runs": r.runs, "passed_runs": round(r.pass_rate * r.runs),
                              "pass_rate": f"{r.pass_rate:.4f}"})
         if r.outcome in _FAIL:
