@@ -149,3 +149,14 @@ def test_bad_input(project):
                       (["stock-check", "--system-append", "x", "--max-cost", "0"], "--max-cost must be a positive")]:
         r = spoolproxy(root, "verify", *args)
         assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+
+
+def test_the_run_report_shows_the_verification(project):
+    root, _model = project
+    hook = root / "cassettes" / "stock-check.verify.json"  # written by the verifications above
+    doc = json.loads(hook.read_text())
+    assert doc["verdict"] in ("VERIFIED", "LIKELY", "INCONCLUSIVE", "REJECTED") and doc["summary"].startswith(doc["verdict"])
+    assert doc["trials"] and {"arm", "n", "outcome", "reason"} <= set(doc["trials"][0])
+    r = spoolproxy(root, "report", "cassettes/stock-check.yaml", "-o", "report.html")
+    assert r.returncode == 0, r.stderr
+    assert doc["verdict"] in (root / "report.html").read_text()

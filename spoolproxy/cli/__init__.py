@@ -21,7 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ca": ("ca", "Print the spoolproxy CA certificate and CA bundle paths."),
     "scan": ("scan", "Find unredacted secrets in cassettes (exit 1 if any)."),
     "recover": ("recover", "Turn a crashed recording's journal into its cassette."),
-    "export": ("export", "Write a cassette in another layout (plain vcrpy)."),
+    "export": ("export", "Write a cassette in another layout (plain vcrpy, OTLP JSON)."),
+    "import": ("import_", "Turn HAR, mitmproxy flow, message-log or OTLP files into cassettes."),
     "show": ("show", "Show a cassette as an agent transcript timeline."),
     "detect": ("detect", "Flag failing agent runs in cassettes, with evidence."),
     "export-test": ("export_test", "Turn failing runs into regression test cases."),
@@ -30,6 +31,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fork": ("fork", "Rerun a recorded run from interaction N with patches, the model live."),
     "diff": ("diff", "Compare two runs: relation, totals, step alignment, first divergence."),
     "verify": ("verify", "Verify a patch: K patched vs K control trials live, past good runs, verdict."),
+    "cluster": ("cluster", "Group failing runs by root cause, biggest first."),
+    "report": ("report", "Write one run as a self-contained HTML report."),
+    "dashboard": ("dashboard", "Write an HTML dashboard of many runs: pass rate, clusters, tests."),
 }
 
 

@@ -11,6 +11,10 @@ replaced (``record_mode`` all, as vcrpy does) and ``record`` says so; a cassette
 journalled (redacted, flushed) at once; after a crash the journal becomes the cassette on
 the next ``record`` of the same path (into ``<stem>.recovered-<time>.yaml``) or with
 ``spoolproxy recover``.
+
+``--tag KEY=VALUE`` (repeatable, added to ``SPOOLPROXY_TAGS``) and the git commit of the
+working directory go into the cassette's ``spoolproxy:`` metadata (see
+:mod:`spoolproxy.triage.tags`); ``cluster``, ``dashboard`` and ``annotate`` filter by them.
 """
 
 from __future__ import annotations
@@ -72,6 +76,10 @@ def _existing_count(path: Path) -> str:
 )
 @click.option("--redact-header", multiple=True, metavar="NAME", help="Also redact this header (repeatable).")
 @click.option("--redact-pattern", multiple=True, metavar="REGEX", help="Also redact matches of this regex; group 1 if any (repeatable).")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE",
+              help="Tag the run (repeatable), e.g. --tag agent=refund-bot --tag version=1.4.0; added to "
+              "SPOOLPROXY_TAGS (KEY=VALUE,...). Stored in the cassette with the git commit of the working directory; "
+              "cluster, dashboard and annotate group and filter by tags.")
 @click.option(
     "--record-mode", type=click.Choice(["all", "once", "new_episodes", "none"]), default="all", show_default=True,
     help="vcrpy record modes: all records everything afresh (replacing the cassette); once records only when "
@@ -86,6 +94,7 @@ def command(
     large_bodies: str,
     redact_header: tuple[str, ...],
     redact_pattern: tuple[str, ...],
+    tags: tuple[str, ...],
     record_mode: str,
 ) -> None:
     """Record CMD's HTTP(S) traffic into a cassette (YAML, vcrpy layout).
@@ -95,7 +104,11 @@ def command(
       spoolproxy record --cassette cassettes/run.yaml -- pytest -x
       spoolproxy record --cassette run.yaml          # standalone: prints export lines
       spoolproxy record --reverse https://api.openai.com -- node agent.js
+      spoolproxy record --tag agent=refund-bot --tag version=1.4.0 -- python agent.py
     """
+    from ..triage.tags import env_tags, parse_tags, stamp
+
+    run_tags = {**env_tags(), **parse_tags(tags)}  # bad tags are refused before anything starts
     path = Path(cassette) if cassette else default_cassette_path()
     if record_mode != "all":
         if not cassette:
@@ -115,6 +128,7 @@ def command(
         cwd=relative_cwd(),
         record_mode="all",
     )
+    stamp(meta, run_tags, redact=redactor.text)
     summary = RunSummary()
     rec = Recorder(path, meta=meta, redactor=redactor, max_body_size=limit, large_bodies=large_bodies, summary=summary)
     runner = proxy.make_runner([rec], options=RECORD_OPTIONS)
@@ -137,6 +151,9 @@ def command(
     if outer and not proxy.upstream_proxy:
         say(f"spoolproxy: connecting upstream directly, not via HTTPS_PROXY={outer} (use --upstream-proxy to chain)")
 
+    from ..proxy.bypass import bypass_warnings
+
+    bypass = bypass_warnings(proxy.command, reverse=bool(proxy.reverse))  # clients that ignore HTTPS_PROXY: said with the summary
     code: int | None = None
     try:
         code = run_session(proxy, runner, banner="Recording")
@@ -144,19 +161,20 @@ def command(
         if rec.count == 0:
             rec.abort()  # nothing ran: leave no cassette behind
             raise
-        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet, bypass=bypass)
         raise
     except BaseException:
-        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet, bypass=bypass)
         raise
-    _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+    _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet, bypass=bypass)
     raise SystemExit(code or 0)
 
 
 def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say, config_path=None, runner=None,
-            *, quiet: bool = False) -> None:
+            *, quiet: bool = False, bypass: list[str] | None = None) -> None:
     """Write the cassette and print the summary (``say``) and warnings (always; one line
-    each under ``quiet``)."""
+    each under ``quiet``), including ``bypass``: clients of CMD known to ignore the proxy
+    (:func:`spoolproxy.proxy.bypass.bypass_warnings`), whose requests are missing."""
     cas = rec.finish(exit_code=code)
     say(f"spoolproxy: wrote {path} ({len(cas)} interaction{'s' if len(cas) != 1 else ''})")
     for line in summary.lines():
@@ -170,6 +188,8 @@ def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, sa
     if errors:
         click.echo(f"spoolproxy: warning: {len(errors)} internal error(s) while proxying, first: {errors[0]} "
                    "(rerun with --verbose for details)", err=True)
+    for line in bypass or ():
+        click.echo(f"spoolproxy: warning: not recorded: {line}", err=True)
     if len(cas) == 0:
         click.echo(NOTHING_RECORDED_SHORT if quiet else NOTHING_RECORDED, err=True)
 

@@ -110,7 +110,7 @@ def _pin(v, subject) -> None:
     import os
 
     from ..cassettes import load, save
-    from ..fix.verify import best_passing, write
+    from ..fix.verify import best_passing, write, write_hook
     from ..suite.runner import pin
 
     best = best_passing(v)
@@ -125,6 +125,7 @@ def _pin(v, subject) -> None:
     save(cas, target)
     v.pinned = str(target)
     write(v, Path(v.out_dir))
+    write_hook(v, subject.cassette)
 
 
 class _Progress:

@@ -14,7 +14,9 @@ trial must meet, the default past good runs (a case's pinned passing cassette).
 
 stopping further trials once the live model calls' cost reaches ``max_cost`` (USD), and
 sleeping ``pace`` seconds between trials (free-tier rate limits).  Every trial's cassette
-is kept under ``out_dir`` with ``verification.json`` (the :class:`Verification`).
+is kept under ``out_dir`` with ``verification.json`` (the :class:`Verification`), and
+``<failing cassette stem>.verify.json`` beside the verified run is the short form a run
+report shows (:func:`hook_document`).
 """
 
 from __future__ import annotations
@@ -262,6 +264,7 @@ def run_verification(subject: Subject, patches: PatchSet, k: int, *, engine: For
     v.controls = control_arm.summary() if control_arm else None
     v.verdict, v.reason = verdict(patched_arm, control_arm, [t.outcome for t in v.trials if t.arm == "regression"], k)
     write(v, out_dir)
+    write_hook(v, Path(subject.cassette))
     return v
 
 
@@ -309,6 +312,29 @@ def write(v: Verification, out_dir: Path) -> Path:
     """Write ``verification.json`` (redacted) into ``out_dir``."""
     p = out_dir / "verification.json"
     atomic_write(p, to_json(v) + "\n")
+    return p
+
+
+def hook_document(v: Verification) -> dict:
+    """The short form a run report shows (``spoolproxy report``'s verify hook, docs/triage.md):
+    ``verdict``, ``summary``, scalar facts and ``trials`` (one flat object each)."""
+    p, c = v.arm("patched"), v.arm("control") if v.control else None
+    doc = {"verdict": v.verdict, "summary": f"{v.verdict}: {v.reason}", "k": v.k, "fork_at": v.at,
+           "patched": p.line(), "control": c.line() if c else "no control arm",
+           "patches": "; ".join(v.patches), "cost_usd": v.cost_usd, "stopped": v.stopped, "pinned": v.pinned,
+           "details": str(Path(v.out_dir) / "verification.json"), "started_at": v.started_at}
+    doc["trials"] = [{"arm": t.arm, "n": t.n, "outcome": t.outcome, "reason": t.reason, "cassette": t.cassette or ""}
+                     for t in v.trials]
+    return doc
+
+
+def write_hook(v: Verification, cassette: Path) -> Path:
+    """Write ``<cassette stem>.verify.json`` beside the verified run (redacted), where a run
+    report (``spoolproxy report``) finds and shows it."""
+    from ..cassettes.redact import Redactor
+
+    p = cassette.with_name(cassette.stem + ".verify.json")
+    atomic_write(p, Redactor().text(json.dumps(hook_document(v), indent=2, ensure_ascii=False)) + "\n")
     return p
 
 
