@@ -4,7 +4,9 @@ Life of a flow (mitmproxy hooks):
 
 * ``requestheaders``: the interaction gets its sequence number, so the cassette lists
   interactions in request-start order even when they complete out of order;
-* ``request``: the request (decoded body) is captured; a request body declared larger than
+* ``request``: the request (decoded body) is captured, with any per-interaction facts an
+  addon earlier in the chain put in ``flow.metadata[EXTRA_META]`` (a dict merged into
+  ``Interaction.extra``, e.g. where a fork served the request from); a request body declared larger than
   ``record_max_body_size`` is streamed upstream instead of buffered and stored like a big
   response body, named in the interaction's ``spoolproxy.request_body`` extension
   (``{file|elided, size, sha256}``) with an empty ``body``;
@@ -22,8 +24,8 @@ Life of a flow (mitmproxy hooks):
   body is complete for the client with its last byte; its write is queued at once).
 
 A response another addon made (a playback miss, a circuit-breaker refusal) is recorded like
-an upstream one; ``flow.metadata["spoolproxy.interaction_extra"]`` (a dict) is merged into the
-interaction's extensions, and ``flow.metadata["spoolproxy.seq"]`` holds its index.
+an upstream one; ``flow.metadata[EXTRA_META]`` (a dict), read again when the exchange completes,
+is merged into the interaction's extensions, and ``flow.metadata["spoolproxy.seq"]`` holds its index.
 ``observers`` are called on the proxy's event loop with ``(index, interaction)`` (not yet
 redacted) as each exchange completes, before the client can send its next request on the
 same connection: live guards (:mod:`spoolproxy.guards`) count there.
@@ -63,6 +65,9 @@ logger = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 1.0
 
 
+#: flow.metadata key: a dict of per-interaction facts an addon wants in ``Interaction.extra``
+EXTRA_META = "spoolproxy.extra"
+
 #: request headers a client sends only because it talks to a proxy (not recorded)
 PROXY_ONLY_HEADERS = ("proxy-connection",)
 
@@ -98,6 +103,7 @@ class _Capture:
     response_after_ms: float | None = None
     headers_at: float = 0.0  # time.perf_counter() when the response headers arrived
     request_body: dict | None = None  # a big request body stored outside (extension key)
+    extra: dict = field(default_factory=dict)  # facts from flow.metadata[EXTRA_META]
     done: bool = False
     websocket: WsRecording | None = None  # an upgraded connection's messages
 
@@ -257,6 +263,9 @@ class Recorder:
         cap = self._pending.get(flow.id)
         if cap is not None:
             cap.request = self._request(cap, flow)
+            facts = flow.metadata.get(EXTRA_META)
+            if isinstance(facts, dict):
+                cap.extra = dict(facts)
 
     def _request(self, cap: _Capture, flow) -> Request:
         req = request_of(flow.request)
@@ -360,7 +369,7 @@ class Recorder:
             cap.status, cap.reason = flow.response.status_code, flow.response.reason or ""
             cap.headers = headers_of(flow.response)
         it = self._interaction(cap, flow, failure)
-        extra = flow.metadata.get("spoolproxy.interaction_extra")
+        extra = flow.metadata.get(EXTRA_META)
         if isinstance(extra, dict):
             it.extra.update(extra)
         for observe in self.observers:
@@ -394,7 +403,7 @@ class Recorder:
             response = Response(status=cap.status, reason=cap.reason, headers=headers, body=body, body_ref=ref, chunks=chunks)
         if failure is not None and failure.message:
             failure = failure.model_copy(update={"message": self.redactor.text(failure.message)})
-        extra: dict = {}
+        extra: dict = dict(cap.extra)
         if cap.request_body is not None:
             extra["request_body"] = cap.request_body
         if cap.response_after_ms is not None:

@@ -177,6 +177,7 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         result.outcome = "error"
         result.explanation = f"cannot write the artifact run under {suite_dir / RUNS_DIR}: {exc.strerror or exc}"
     result.duration_s = time.monotonic() - t0
+    result.passed_runs = int(result.outcome == "passes")
     return result
 
 
@@ -333,6 +334,7 @@ def _repeated(case: Case, path: Path, suite: Path, opts: RunOptions, engine) -> 
     result = next((r for r in runs if r.outcome != "passes"), runs[-1])
     result.explanation = f"{passed}/{len(runs)} runs passed; {result.explanation}"
     result.duration_s = sum(r.duration_s for r in runs)
+    result.runs, result.passed_runs = len(runs), passed
     if opts.pin and passed == len(runs) and result.artifact is not None:
         result.pinned = pin(case, path, project_root(suite), result.artifact)
     return result
