@@ -176,6 +176,10 @@ class Redactor:
         """How many secret values this Redactor replaces wherever they appear."""
         return len(self._secrets)
 
+    def replace_known(self, data: bytes) -> bytes:
+        """``data`` with only the remembered secrets replaced (a substring test per secret)."""
+        return self._replace_known(data) if data else data
+
     def _replace_known(self, data: bytes) -> bytes:
         for value, ph, finder in self._known:  # a snapshot: learn() swaps the tuple
             if value in data:
