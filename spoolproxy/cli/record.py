@@ -6,8 +6,14 @@ the cassette, print a summary and exit with CMD's exit status.  Without CMD: pri
 
 The cassette defaults to ``cassettes/<UTC time>-<ms>-<pid>.yaml`` under the current
 directory.  Its path is checked for writability before CMD starts; an existing cassette is
-replaced (``record_mode`` all, as vcrpy does) and ``record`` says so; a cassette another
-``spoolproxy record`` is recording right now is refused.  Every completed interaction is
+replaced (``record_mode`` all, as vcrpy does) and ``record`` says so, unless this
+recording produced nothing usable (no interaction, or only transport/TLS failures): then
+the good cassette is kept, the failed run goes to ``<stem>.failed-<time>.yaml`` when it
+holds anything, and one line says so (``--force`` overwrites anyway).  A cassette another
+``spoolproxy record`` is recording right now is refused.  Secrets are redacted on every
+write (the child's ``*_API_KEY``/``*_TOKEN``/``*_SECRET`` values are known from the start),
+and so are the summary lines.  Clients that refused the spoolproxy CA are named by host,
+with the fix for that kind of client.  Every completed interaction is
 journalled (redacted, flushed) at once; after a crash the journal becomes the cassette on
 the next ``record`` of the same path (into ``<stem>.recovered-<time>.yaml``) or with
 ``spoolproxy recover``.
@@ -30,6 +36,7 @@ from ..errors import SpoolError
 from ..proxy.child import NO_PROXY_VARS
 from ..proxy.recorder import Recorder
 from ..proxy.summary import NOTHING_RECORDED, NOTHING_RECORDED_SHORT, RunSummary
+from ..proxy.tlswatch import TlsWatch
 from .common import COMMAND_CONTEXT, ProxySettings, parse_size, proxy_options, relative_cwd, run_session
 
 #: mitmproxy options for recording: connect upstream only when a request needs it, so a
@@ -53,13 +60,40 @@ def default_cassette_path(now: datetime | None = None, pid: int | None = None) -
     return path
 
 
-def _existing_count(path: Path) -> str:
-    """``N interactions`` of the cassette at ``path`` (for the "replacing" note)."""
+def _existing_count(path: Path) -> tuple[str, int]:
+    """(``N interactions`` or ``unreadable``, N) of the cassette at ``path`` (for the
+    "replacing" note and the keep-the-good-cassette decision; N is 0 when unreadable)."""
     try:
         n = len(load(path))
     except SpoolError:
-        return "unreadable"
-    return f"{n} interaction{'s' if n != 1 else ''}"
+        return "unreadable", 0
+    return f"{n} interaction{'s' if n != 1 else ''}", n
+
+
+def unusable(summary: RunSummary, tls_facts: list[dict]) -> str | None:
+    """Why a finished recording is not worth replacing a good cassette with (None when it is):
+    no interaction at all, or nothing but transport failures (refused, DNS, TLS, timeout)."""
+    if summary.interactions == 0:
+        why = "no request went through the proxy"
+        if tls_facts:
+            why += f" (a client refused the spoolproxy CA for {', '.join(f['host'] for f in tls_facts[:3])})"
+        return why
+    if len(summary.failures) >= summary.interactions:
+        n = summary.interactions
+        return (f"{'the only request' if n == 1 else f'all {n} requests'} failed before an answer: "
+                f"{summary.failures[0]}{' ...' if n > 1 else ''}")
+    return None
+
+
+def aside_path(path: Path, now: datetime | None = None) -> Path:
+    """``<stem>.failed-<UTC time>.yaml`` beside ``path``, not yet taken."""
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    target = path.with_name(f"{path.stem}.failed-{stamp}{path.suffix or '.yaml'}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.stem}.failed-{stamp}-{n}{path.suffix or '.yaml'}")
+    return target
 
 
 @click.command(context_settings=COMMAND_CONTEXT, short_help="Record a command's HTTP(S) traffic into a cassette.")
@@ -79,6 +113,9 @@ def _existing_count(path: Path) -> str:
     "none only replays (the same as 'spoolproxy playback').  The replaying modes match requests exactly "
     "(method, URL and body), so a changed request is recorded, not served the old response.",
 )
+@click.option("--force", is_flag=True,
+              help="Replace an existing cassette even when this recording produced nothing usable "
+              "(no interaction, or only transport/TLS failures).")
 def command(
     proxy: ProxySettings,
     cassette: str | None,
@@ -87,6 +124,7 @@ def command(
     redact_header: tuple[str, ...],
     redact_pattern: tuple[str, ...],
     record_mode: str,
+    force: bool,
 ) -> None:
     """Record CMD's HTTP(S) traffic into a cassette (YAML, vcrpy layout).
 
@@ -108,6 +146,7 @@ def command(
     check_writable(path)
     limit = parse_size(max_body_size)
     redactor = Redactor.from_config(config.section("redact", proxy.config), headers=redact_header, patterns=redact_pattern)
+    redactor.learn_env(os.environ)  # the child's *_API_KEY/*_TOKEN/*_SECRET: known secrets from the start
     meta = CassetteMeta(
         recorder=f"spoolproxy {__version__}",
         recorded_at=datetime.now(timezone.utc).replace(microsecond=0),
@@ -117,10 +156,13 @@ def command(
     )
     summary = RunSummary()
     rec = Recorder(path, meta=meta, redactor=redactor, max_body_size=limit, large_bodies=large_bodies, summary=summary)
-    runner = proxy.make_runner([rec], options=RECORD_OPTIONS)
-    say = (lambda s: None) if proxy.quiet else (lambda s: click.echo(s, err=True))
+    tls = TlsWatch()
+    runner = proxy.make_runner([rec, tls], options=RECORD_OPTIONS)
+    say = (lambda s: None) if proxy.quiet else (lambda s: click.echo(redactor.text(s), err=True))
 
-    replacing = _existing_count(path) if path.is_file() else None
+    replacing, had = _existing_count(path) if path.is_file() else (None, 0)
+    end = _End(rec, path, summary, tls, redactor, keep=had > 0 and not force, config_path=proxy.config,
+               runner=runner, quiet=proxy.quiet, command=proxy.command)
     recovered = rec.open()  # refuses (CassetteError) when another process records this cassette
     if recovered:
         click.echo(
@@ -144,34 +186,64 @@ def command(
         if rec.count == 0:
             rec.abort()  # nothing ran: leave no cassette behind
             raise
-        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+        end.finish(code, say)
         raise
     except BaseException:
-        _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+        end.finish(code, say)
         raise
-    _finish(rec, path, code, summary, say, proxy.config, runner, quiet=proxy.quiet)
+    end.finish(code, say)
     raise SystemExit(code or 0)
 
 
-def _finish(rec: Recorder, path: Path, code: int | None, summary: RunSummary, say, config_path=None, runner=None,
-            *, quiet: bool = False) -> None:
-    """Write the cassette and print the summary (``say``) and warnings (always; one line
-    each under ``quiet``)."""
-    cas = rec.finish(exit_code=code)
-    say(f"spoolproxy: wrote {path} ({len(cas)} interaction{'s' if len(cas) != 1 else ''})")
-    for line in summary.lines():
-        say(f"  {line}")
-    if len(cas):
-        for line in _findings(cas, config_path):
+class _End:
+    """The end of a recording: keep a good cassette when this run failed, write, summarise."""
+
+    def __init__(self, rec: Recorder, path: Path, summary: RunSummary, tls: TlsWatch, redactor: Redactor, *,
+                 keep: bool, config_path, runner, quiet: bool, command) -> None:
+        self.rec, self.path, self.summary, self.tls, self.redactor = rec, path, summary, tls, redactor
+        self.keep, self.config_path, self.runner, self.quiet, self.command = keep, config_path, runner, quiet, command
+
+    def warn(self, line: str) -> None:
+        click.echo(self.redactor.text(f"spoolproxy: warning: {line}"), err=True)
+
+    def finish(self, code: int | None, say) -> None:
+        """Write the cassette (or keep the good one) and print the summary (``say``) and
+        warnings (always; one line each under ``quiet``)."""
+        facts = self.tls.facts()
+        if facts:
+            self.rec.run_facts["tls_rejected"] = facts
+        why = unusable(self.summary, facts) if self.keep else None
+        if why and self.rec.count == 0 and not facts:
+            self.rec.abort()  # nothing to keep from this run, and a good cassette to protect
+            self.warn(f"kept {self.path}: this recording produced nothing usable ({why}); "
+                      "nothing written (--force replaces it anyway)")
+            return self._tls_and_errors()
+        cas = self.rec.finish(exit_code=code, target=(lambda _cas: aside_path(self.path)) if why else None)
+        n = f"{len(cas)} interaction{'s' if len(cas) != 1 else ''}"
+        if why:
+            self.warn(f"kept {self.path}: this recording produced nothing usable ({why}); "
+                      f"it went to {cas.path} ({n}; --force replaces the cassette anyway)")
+        else:
+            say(f"spoolproxy: wrote {self.path} ({n})")
+        for line in self.summary.lines():
             say(f"  {line}")
-    for err in rec.write_errors[:5]:
-        click.echo(f"spoolproxy: warning: not recorded: {err}", err=True)
-    errors = runner.addon_errors if runner is not None else []
-    if errors:
-        click.echo(f"spoolproxy: warning: {len(errors)} internal error(s) while proxying, first: {errors[0]} "
-                   "(rerun with --verbose for details)", err=True)
-    if len(cas) == 0:
-        click.echo(NOTHING_RECORDED_SHORT if quiet else NOTHING_RECORDED, err=True)
+        if len(cas) or facts:
+            for line in _findings(cas, self.config_path):
+                say(f"  {line}")
+        self._tls_and_errors()
+        if len(cas) == 0 and not facts:
+            click.echo(NOTHING_RECORDED_SHORT if self.quiet else NOTHING_RECORDED, err=True)
+
+    def _tls_and_errors(self) -> None:
+        from ..detectors.checks.tls_rejected import describe
+
+        for fact in self.tls.facts():
+            self.warn(describe(fact, self.command))
+        for err in self.rec.write_errors[:5]:
+            self.warn(f"not recorded: {err}")
+        errors = self.runner.addon_errors if self.runner is not None else []
+        if errors:
+            self.warn(f"{len(errors)} internal error(s) while proxying, first: {errors[0]} (rerun with --verbose for details)")
 
 
 def _findings(cas, config_path, limit: int = 3) -> list[str]:
@@ -184,9 +256,10 @@ def _findings(cas, config_path, limit: int = 3) -> list[str]:
         return [f"detect: skipped ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"]
     if not report.findings:
         return ["detect: pass, no findings"]
+    shown = [f for f in report.findings if f.kind != "tls_rejected"]  # those get their own warning line
     lines = [f"detect: {report.verdict}, {len(report.findings)} finding{'s' if len(report.findings) != 1 else ''} "
              f"(spoolproxy detect {cas.path} for evidence)"]
-    for f in report.findings[:limit]:
+    for f in shown[:limit]:
         where = f" (interaction {f.interactions[0]})" if f.interactions else ""
         lines.append(f"  [{f.severity}] {f.kind}: {f.message}{where}")
     return lines
