@@ -14,6 +14,7 @@ OUT ``-`` (the default) writes to stdout; the file is written atomically otherwi
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -66,6 +67,7 @@ def command(cassette: Path, fmt: str, out: str) -> None:
     """Write CASSETTE in another layout, with redaction applied."""
     cas = load(cassette)
     red = Redactor.from_config(section("redact"))
+    red.learn_env(os.environ)  # this shell's *_API_KEY/*_TOKEN/*_SECRET values, wherever they appear
     plain = fmt == "vcrpy"
     if plain:
         cas = inline_side_bodies(cas)

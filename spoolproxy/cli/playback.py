@@ -16,6 +16,7 @@ Options may also come from the ``[playback]`` table of spoolproxy.toml
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -105,6 +106,7 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
         raise UsageError("give at least one --cassette PATH (a cassette file or a directory of cassettes)")
     redact_table = config.section("redact", proxy.config)
     redactor = Redactor.from_config(redact_table)
+    redactor.learn_env(os.environ)  # the child's *_API_KEY/*_TOKEN/*_SECRET: never in a report or recording
     cfg = PlaybackConfig(
         cassettes=paths,
         match=match or t.match or "default",  # type: ignore[arg-type]
@@ -150,12 +152,12 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
     except SpoolError:
         if not _started(runner):  # port in use etc.: just the one error line
             raise
-        _finish(recorder, runner, code, session, cfg, report_path, proxy, say)
+        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor)
         raise
     except BaseException:
-        _finish(recorder, runner, code, session, cfg, report_path, proxy, say)
+        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor)
         raise
-    report = _finish(recorder, runner, code, session, cfg, report_path, proxy, say)
+    report = _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor)
     raise SystemExit(exit_status(code, strict, report, say))
 
 
@@ -183,8 +185,8 @@ def _started(runner) -> bool:
     return True
 
 
-def _finish(recorder, runner, code, session, cfg, report_path, proxy, say):
-    """Merge live recordings, write --report, print the report; returns the report."""
+def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor):
+    """Merge live recordings, write --report, print the report (both redacted); returns the report."""
     if recorder is not None and _started(runner):
         target, added = recorder.finish(exit_code=code)
         if added:
@@ -193,12 +195,12 @@ def _finish(recorder, runner, code, session, cfg, report_path, proxy, say):
     if cfg.live:
         report.unused = [u for u in report.unused if not session.is_live_host(_host(u.uri))]
     if report_path:
-        report.write(report_path)
+        report.write(report_path, redactor)
     if proxy.quiet:
         if not report.clean:
             click.echo(report.summary_line(), err=True)
     else:
-        click.echo(report.render(), err=True)
+        click.echo(redactor.text(report.render()), err=True)
     return report
 
 
