@@ -3,8 +3,9 @@
 A live request and a recorded one are compared through their :class:`Normalized` views,
 built the same way on both sides:
 
-1. the :class:`~spoolproxy.cassettes.Redactor` runs over the URI and body, so a real key in
-   the live request looks like the placeholder stored in the cassette;
+1. the :class:`~spoolproxy.cassettes.Redactor` runs over the headers, URI and body, so a real
+   key in the live request looks like the placeholder stored in the cassette (also in the
+   URL path, where a credential sent in a header is hidden as well);
 2. every redaction placeholder (``REDACTED-openai-key-1a2b3c4d``, bare ``REDACTED``,
    :data:`~spoolproxy.cassettes.redact.PLACEHOLDER_RE`) becomes the wildcard ``REDACTED``,
    so two different keys never cause a miss; a query parameter whose whole value is a
@@ -162,7 +163,8 @@ class Normalized:
 
 
 class Fingerprinter:
-    """Builds :class:`Normalized` views under one :class:`MatchOptions`.  Thread-safe (no state).
+    """Builds :class:`Normalized` views under one :class:`MatchOptions`.  Thread-safe (its
+    only state is the redactor's memory of secrets seen, itself thread-safe).
 
     Raises UsageError for an invalid ``--ignore-json-path`` or ``--normalize`` regex.
     """
@@ -238,6 +240,7 @@ class Fingerprinter:
     # -- whole request -----------------------------------------------------------------
     def normalize(self, req: Request) -> Normalized:
         """The :class:`Normalized` view of ``req`` (a recorded or a live request)."""
+        red_headers = self.redactor.headers(req.headers)  # first: a credential sent here also hides in the URL
         parts = urlsplit(self.redactor.uri(req.uri))
         scheme = parts.scheme.lower()
         try:
@@ -252,15 +255,14 @@ class Fingerprinter:
         kind, canon, value = self.body(req.body, req.header("content-type") or "")
         headers: tuple[tuple[str, str], ...] = ()
         if self._headers:
-            red = self.redactor.headers(req.headers)
-            lowered = {k.lower(): ", ".join(v) for k, v in red.items()}
+            lowered = {k.lower(): ", ".join(v) for k, v in red_headers.items()}
             headers = tuple((h, self.text(lowered.get(h, ""))) for h in self._headers)
         return Normalized(
             method=req.method.upper(),
             scheme=scheme,
             host=(parts.hostname or "").lower(),
             port=port,
-            path=parts.path or "/",
+            path=PLACEHOLDER_RE.sub(WILDCARD, parts.path) or "/",  # a secret in the path (a webhook URL)
             query=query,
             body=canon,
             body_kind=kind,
