@@ -130,6 +130,13 @@ class Redactor:
         cfg = RedactConfig.model_validate(table or {})
         return cls(extra_headers=(*cfg.headers, *headers), extra_query=cfg.query, extra_patterns=(*cfg.patterns, *patterns))
 
+    def fork(self) -> "Redactor":
+        """A Redactor with the same rules that remembers what this one does so far (and
+        from then on learns on its own): one per cassette of a multi-cassette job."""
+        other = Redactor(self.extra_headers, self.extra_query, self.extra_patterns)
+        other._known, other._secrets = self._known, dict(self._secrets)
+        return other
+
     # -- remembering ------------------------------------------------------------------
     def learn(self, secret: str | bytes, kind: str = "secret", ph: str | bytes | None = None) -> bool:
         """Remember ``secret`` so it is replaced wherever it appears from now on (all its
@@ -226,9 +233,10 @@ class Redactor:
             self.learn(secret, kind, ph)
         return whole[: start - m.start()] + ph + whole[end - m.start():]
 
-    def find(self, data: bytes) -> Iterator[tuple[str, int, int]]:
-        """``(kind, start, end)`` of every secret the rules (not the remembered values)
-        would replace in ``data``; placeholders are skipped.  What ``spoolproxy scan`` reports."""
+    def find(self, data: bytes, *, remembered: bool = False) -> Iterator[tuple[str, int, int]]:
+        """``(kind, start, end)`` of every secret the rules would replace in ``data``, and
+        with ``remembered`` of every remembered secret too (kind ``known-secret``: e.g. an
+        environment variable's value); placeholders are skipped.  What ``spoolproxy scan`` reports."""
         for compiled in _COMPILED:
             for m in compiled.pattern.finditer(data):
                 rule, start, end = compiled.resolve(m)
@@ -241,6 +249,12 @@ class Redactor:
                 start, end = (m.start(1), m.end(1)) if m.re.groups >= 1 and m.group(1) is not None else m.span()
                 if end > start and not _PLACEHOLDER_B.search(data[start:end]):
                     yield "custom", start, end
+        if remembered:
+            for value, _ph, finder in self._known:
+                if value in data:
+                    for m in finder.finditer(data):
+                        if _edges_free(data, m.start(), m.end(), value):
+                            yield "known-secret", m.start(), m.end()
 
     def spans(self, data: bytes) -> Iterator[tuple[int, int]]:
         """Every span a rule or a remembered value could replace (before the whole-token

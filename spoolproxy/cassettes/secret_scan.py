@@ -3,7 +3,8 @@
 :func:`scan_interaction` reports, per field of an interaction, every string a
 :class:`~.redact.Redactor` would replace: key shapes, URL credentials and secret fields
 (:meth:`Redactor.find`, the same compiled rules, so JSON inside a JSON string and
-credentials inside URLs count too), and credential headers and query parameters by name
+credentials inside URLs count too), every repeat of a secret redaction would remember
+(:func:`learn_from`: an echoed password), and credential headers and query parameters by name
 whose value looks like a real credential (:func:`looks_secret`; placeholders such as
 ``AUTHORIZATION-XXX`` or ``<filtered>`` that test suites leave behind are not reported).
 Excerpts never reveal the secret: its first characters and its length.
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from .model import Interaction
+from .model import Cassette, Interaction
 from .redact import PLACEHOLDER_RE, Redactor
 
 
@@ -37,14 +38,30 @@ def excerpt(secret: str | bytes, keep: int = 6) -> str:
 
 
 def scan_data(data: bytes, red: Redactor) -> Iterator[tuple[str, str]]:
-    """``(kind, excerpt)`` for every secret the redactor's rules find in ``data``."""
-    for kind, start, end in red.find(data):
-        yield kind, excerpt(data[start:end])
+    """``(kind, excerpt)`` for every secret the redactor's rules find in ``data``, and every
+    secret it remembers (``known-secret``: the values of the environment's secret variables
+    when the caller had it learn them)."""
+    seen: set[tuple[int, int]] = set()
+    for kind, start, end in red.find(data, remembered=True):
+        if (start, end) not in seen:
+            seen.add((start, end))
+            yield kind, excerpt(data[start:end])
+
+
+def learn_from(cas: Cassette, red: Redactor) -> Redactor:
+    """A fork of ``red`` that remembers every secret redacting ``cas`` would find (so a
+    password given in a field is also reported where a response echoes it)."""
+    run = red.fork()
+    run.cassette(cas)
+    return run
 
 
 def scan_interaction(index: int, it: Interaction, red: Redactor | None = None) -> Iterator[SecretHit]:
-    """Yield every unredacted secret in one interaction (URI, headers, bodies, error)."""
-    red = red or Redactor()
+    """Yield every unredacted secret in one interaction (URI, headers, bodies, error),
+    including the secrets ``red`` remembers (see :func:`learn_from`); by default the
+    interaction's own secrets are learned first."""
+    if red is None:
+        red = learn_from(Cassette(interactions=[it]), Redactor())
     req = it.request
     places: list[tuple[str, bytes]] = [("request.uri", req.uri.encode("utf-8", "surrogateescape")),
                                        ("request.body", req.body)]

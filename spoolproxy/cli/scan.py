@@ -14,11 +14,13 @@ a directory, YAML/JSON files that are not cassettes at all (suite cases, baselin
 configs) are scanned as plain text; damaged cassettes are still errors.  The rules are
 the redactor's own (:mod:`spoolproxy.cassettes.secret_rules`: key shapes as whole tokens,
 credentials in URLs, secret JSON and form fields, also inside JSON held in a string),
-plus ``[redact]`` in spoolproxy.toml and ``--pattern``.
+plus ``[redact]`` in spoolproxy.toml and ``--pattern``, and the values of this shell's
+``*_API_KEY``/``*_TOKEN``/``*_SECRET`` variables (``known-secret``), which ``record`` redacts too.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +29,7 @@ import click
 
 from ..cassettes.journal import read_journal
 from ..cassettes.redact import Redactor
-from ..cassettes.secret_scan import scan_data, scan_interaction
+from ..cassettes.secret_scan import learn_from, scan_data, scan_interaction
 from ..cassettes.storage import iter_paths, load
 from ..config import section
 from ..errors import CassetteError, SpoolError
@@ -124,15 +126,16 @@ def scan_file(kind: str, path: Path, red: Redactor, seen: set[Path], *, as_text:
                 raise CassetteError(exc.path, f"{exc.problem}; pass --text to scan it as plain text") from None
             raise
     hits: list[Hit] = []
+    run = learn_from(cas, red)  # what redacting this cassette would remember (an echoed password)
     for i, it in enumerate(cas.interactions):
-        hits += [Hit(path, h.interaction, h.field, h.kind, h.excerpt) for h in scan_interaction(i, it, red)]
+        hits += [Hit(path, h.interaction, h.field, h.kind, h.excerpt) for h in scan_interaction(i, it, run)]
         ref = it.response.body_ref if it.response is not None else None
         if ref is not None and ref.file:
             side = (path.parent / ref.file).resolve()
             if side.is_file() and side not in seen:
                 seen.add(side)
                 hits += [Hit(path, i, f"response.body ({ref.file})", h.kind, h.excerpt)
-                         for h in scan_bytes(side, _read(side), red)]
+                         for h in scan_bytes(side, _read(side), run)]
     return hits
 
 
@@ -169,6 +172,7 @@ def command(paths: tuple[Path, ...], patterns: tuple[str, ...], headers: tuple[s
     file names).  The rules are the redactor's: what scan reports, record would redact.
     """
     red = Redactor.from_config(section("redact"), headers=headers, patterns=patterns)
+    red.learn_env(os.environ)  # a value of this shell's *_API_KEY/*_TOKEN/*_SECRET found anywhere is reported
     files = list(classify(paths))
     seen = {f.resolve() for kind, f in files if kind == "side"}
     hits: list[Hit] = []
