@@ -31,7 +31,7 @@ from urllib.parse import quote, quote_plus, unquote_plus, urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 
-from .model import Cassette, HeaderDict, Interaction, Request, Response
+from .model import Cassette, CassetteMeta, HeaderDict, Interaction, Request, Response
 from .secret_rules import (ALL_RULES, ENV_SECRET_RE, NOT_SECRETS, SECRET_HEADERS, SECRET_NAME_RE, SECRET_QUERY,
                            CompiledRules, Rule, compile_rules, standalone)
 
@@ -44,6 +44,12 @@ _PLACEHOLDER_B = re.compile(PLACEHOLDER_RE.pattern.encode())
 
 #: shortest value remembered and replaced everywhere (shorter ones only where they stand)
 MIN_REMEMBERED = 6
+#: most secrets one Redactor remembers (each costs a substring test per body); later ones
+#: are still redacted where they stand
+MAX_REMEMBERED = 256
+#: headers whose values are redacted where they stand but not remembered: servers rotate
+#: them on every response (Cloudflare's ``__cf_bm``), so a long run would collect thousands
+_NOT_REMEMBERED_HEADERS = frozenset({"cookie", "set-cookie"})
 _COMPILED = tuple(compile_rules(ALL_RULES))
 _AUTH_SCHEMES = ("bearer", "basic", "token", "bot", "digest", "aws4-hmac-sha256", "sentry")
 _ALNUM = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
@@ -140,11 +146,14 @@ class Redactor:
     # -- remembering ------------------------------------------------------------------
     def learn(self, secret: str | bytes, kind: str = "secret", ph: str | bytes | None = None) -> bool:
         """Remember ``secret`` so it is replaced wherever it appears from now on (all its
-        :func:`variants`).  Values shorter than :data:`MIN_REMEMBERED`, placeholders and
-        stand-in words (``ollama``, ``dummy`` ...) are not remembered.  True when new."""
+        :func:`variants`).  Values shorter than :data:`MIN_REMEMBERED`, placeholders,
+        stand-in words (``ollama``, ``dummy`` ...) and anything beyond
+        :data:`MAX_REMEMBERED` secrets are not remembered.  True when new."""
         raw = _b(secret) if isinstance(secret, str) else bytes(secret)
         raw = raw.strip()
         if len(raw) < MIN_REMEMBERED or raw in self._secrets or _PLACEHOLDER_B.search(raw):
+            return False
+        if len(self._secrets) >= MAX_REMEMBERED:
             return False
         if raw.lower().decode("ascii", "replace") in NOT_SECRETS or len(set(raw)) <= 2:
             return False
@@ -292,7 +301,8 @@ class Redactor:
             self._learn_credential(scheme, cred, kind, ph)
             return f"{scheme} {ph}"
         ph = self.placeholder_for(value, kind)
-        self.learn(value, kind, ph)
+        if kind not in _NOT_REMEMBERED_HEADERS:
+            self.learn(value, kind, ph)
         return ph
 
     def _learn_credential(self, scheme: str, cred: str, kind: str, ph: str) -> None:
@@ -361,15 +371,27 @@ class Redactor:
 
     def cassette(self, cas: Cassette) -> Cassette:
         """Every interaction redacted (secrets learned late are replaced in earlier ones
-        too) and the recorded command line searched like text."""
+        too) and the run facts (:meth:`meta`)."""
         before = self.remembered
         its = [self.interaction(i) for i in cas.interactions]
         if self.remembered != before:
             its = [self.known_only(i) for i in its]
-        update: dict = {"interactions": its}
-        if cas.meta.command:
-            update["meta"] = cas.meta.model_copy(update={"command": [self.text(a) for a in cas.meta.command]})
-        return cas.model_copy(update=update)
+        return cas.model_copy(update={"interactions": its, "meta": self.meta(cas.meta)})
+
+    def meta(self, meta: CassetteMeta) -> CassetteMeta:
+        """Run facts redacted: the command line and every string under ``extra`` (any depth:
+        a captured stderr tail, a note) searched like text."""
+        def walk(v):
+            if isinstance(v, str):
+                return self.text(v)
+            if isinstance(v, dict):
+                return {k: walk(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return [walk(x) for x in v]
+            return v
+
+        return meta.model_copy(update={"command": [self.text(a) for a in meta.command] if meta.command else meta.command,
+                                       "extra": walk(meta.extra)})
 
     def known_only(self, it: Interaction) -> Interaction:
         """Only the remembered secrets replaced (cheap: a substring test per secret)."""

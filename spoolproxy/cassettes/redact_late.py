@@ -1,4 +1,4 @@
-"""The last redaction pass of a recording: secrets learned late, replaced everywhere.
+"""The last redaction pass of a recording: secrets learned late, replaced everywhere, and the run facts.
 
 Each interaction is redacted when it is journalled, with the secrets known at that
 moment.  A secret can first be recognised later in the run (a password field in the tenth
@@ -19,10 +19,11 @@ from .redact import Redactor
 
 
 def late_pass(cas: Cassette, cassette_path: Path, red: Redactor) -> Cassette:
-    """``cas`` with every remembered secret replaced, its side files (relative to
-    ``cassette_path``'s directory) rewritten where they held one.  Cheap when nothing is
-    remembered: one substring test per secret and field.  Raises OSError when a side file
-    cannot be rewritten."""
+    """``cas`` with its run facts redacted (:meth:`Redactor.meta`) and every remembered
+    secret replaced, its side files (relative to ``cassette_path``'s directory) rewritten
+    where they held one.  Cheap: one substring test per remembered secret and field.
+    Raises OSError when a side file cannot be rewritten."""
+    cas = cas.model_copy(update={"meta": red.meta(cas.meta)})  # run facts (a captured stderr tail ...)
     if not red.remembered:
         return cas
     its = []
