@@ -166,12 +166,12 @@ FIELD_NAMES = (
 _NAMES = alternation(FIELD_NAMES)
 _QUERY = alternation((*FIELD_NAMES, "sig", "signature", "sentry_key", "X-Amz-Signature", "X-Amz-Security-Token",
                       "X-Goog-Signature"))
-_ESCAPED_NAMES = alternation((*FIELD_NAMES, "token"))
+_ESCAPED_NAMES = alternation(FIELD_NAMES)
 #: a JSON string value (escapes allowed) / one level down (JSON inside a JSON string)
 _JSON_VALUE = r'"\s*:\s*"(?P<s>(?:[^"\\]|\\.){4,})"'
 _ESCAPED_VALUE = r'\\+"\s*:\s*\\+"(?P<s>[^"\\]{4,})\\+"'
 _FORM_VALUE = r"=(?P<s>[^&#\s\"'<>\\]{4,})"
-_CONN_VALUE = r"\s?=\s?(?P<s>[^\s;&\"'<>\\]{3,})"
+_CONN_VALUE = r"=(?P<s>[^\s;&\"'<>\\]{3,})"  # no spaces: 'password = f(x)' in code is not a connection string
 
 FIELD_RULES: tuple[Rule, ...] = (
     Rule("field", '"', _NAMES + _JSON_VALUE,
@@ -181,12 +181,13 @@ FIELD_RULES: tuple[Rule, ...] = (
          "a bare JSON token field with a credential-like value (16+ characters, no spaces; not logprobs)"),
     Rule("field", '\\"', _ESCAPED_NAMES + _ESCAPED_VALUE,
          "the same fields in JSON held inside a JSON string (tool-call arguments, echoed payloads)"),
+    Rule("field", '\\"', r'token\\+"\s*:\s*\\+"(?P<s>[A-Za-z0-9._~+/=\-]{16,})\\+"',
+         "a credential-like bare token field inside a JSON string"),
     Rule("field", "?", _QUERY + _FORM_VALUE, "query parameters with those names in a URL, SAS/Power Automate sig"),
     Rule("field", "&", _QUERY + _FORM_VALUE, "form fields with those names (application/x-www-form-urlencoded)"),
     Rule("field", "", r"\A" + _NAMES + _FORM_VALUE, "a form body's first field"),
     Rule("field", "assword", _CONN_VALUE, "connection strings: libpq password=, ADO.NET Password="),
-    Rule("field", "ASSWORD", _CONN_VALUE, "connection strings: PASSWORD="),
-    Rule("field", "P", r"(?:WD|wd)" + _CONN_VALUE, "ODBC connection strings: PWD="),
+    Rule("field", "ASSWORD", _CONN_VALUE, "connection strings and env files: PASSWORD="),
     Rule("sentry-dsn", "sentry_key=", r"(?P<s>[0-9a-f]{32})", "Sentry auth header / query (sentry_key=)"),
 )
 
