@@ -107,11 +107,13 @@ class Redactor:
     ``extra_headers``/``extra_query``: names added to the defaults (case-insensitive).
     ``extra_patterns``: regexes; group 1 (when present) is what is replaced.  Returns new
     objects; the only state is the set of secrets seen so far (thread-safe), so use one
-    Redactor per run.  Raises UsageError for an invalid pattern.
+    Redactor per run.  ``remember=False`` gives a stateless Redactor (each call depends on
+    its input alone, as playback's matcher needs).  Raises UsageError for an invalid pattern.
     """
 
     def __init__(self, extra_headers: Iterable[str] = (), extra_query: Iterable[str] = (),
-                 extra_patterns: Iterable[str] = ()) -> None:
+                 extra_patterns: Iterable[str] = (), *, remember: bool = True) -> None:
+        self.remember = remember
         self.extra_headers = tuple(extra_headers)
         self.extra_query = tuple(extra_query)
         self.extra_patterns = tuple(extra_patterns)
@@ -139,7 +141,7 @@ class Redactor:
     def fork(self) -> "Redactor":
         """A Redactor with the same rules that remembers what this one does so far (and
         from then on learns on its own): one per cassette of a multi-cassette job."""
-        other = Redactor(self.extra_headers, self.extra_query, self.extra_patterns)
+        other = Redactor(self.extra_headers, self.extra_query, self.extra_patterns, remember=self.remember)
         other._known, other._secrets = self._known, dict(self._secrets)
         return other
 
@@ -149,6 +151,8 @@ class Redactor:
         :func:`variants`).  Values shorter than :data:`MIN_REMEMBERED`, placeholders,
         stand-in words (``ollama``, ``dummy`` ...) and anything beyond
         :data:`MAX_REMEMBERED` secrets are not remembered.  True when new."""
+        if not self.remember:
+            return False
         raw = _b(secret) if isinstance(secret, str) else bytes(secret)
         raw = raw.strip()
         if len(raw) < MIN_REMEMBERED or raw in self._secrets or _PLACEHOLDER_B.search(raw):
@@ -170,6 +174,31 @@ class Redactor:
             self._known = tuple(sorted(((v, p, f) for v, (p, f) in known.items()), key=lambda t: -len(t[0])))
             self._secrets = secrets
         return True
+
+    def learn_request(self, req: Request) -> None:
+        """Remember the credentials ``req`` carries by position (credential headers, a Basic
+        password, credential query parameters) without redacting anything: cheap, for a
+        run that must recognise them later (playback's reports)."""
+        if not self.remember:
+            return
+        for k, vs in req.headers.items():
+            if self.is_secret_header(k) and k.lower() not in _NOT_REMEMBERED_HEADERS:
+                for v in vs:
+                    scheme, sep, cred = v.partition(" ")
+                    if sep and scheme.lower() in _AUTH_SCHEMES and cred:
+                        self._learn_credential(scheme, cred, k.lower(), self.placeholder_for(cred, k.lower()))
+                    else:
+                        self.learn(v, k.lower())
+        query = urlsplit(req.uri).query
+        for seg in query.split("&") if query else ():
+            name, eq, value = seg.partition("=")
+            if eq and value and self.is_secret_query(unquote_plus(name)):
+                self.learn(unquote_plus(value), "query")
+
+    def absorb(self, other: "Redactor") -> None:
+        """Remember everything ``other`` remembers, with the same placeholders."""
+        for secret, ph in dict(other._secrets).items():
+            self.learn(secret, "secret", ph)
 
     def learn_env(self, env: Mapping[str, str]) -> int:
         """Remember the values of ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET`` (and

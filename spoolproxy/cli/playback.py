@@ -192,6 +192,7 @@ def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redac
         if added:
             say(f"spoolproxy: recorded {added} live interaction{'s' if added != 1 else ''} into {target}")
     report = session.report()
+    redactor.absorb(session.fingerprinter.learner)  # credentials the live requests carried
     if cfg.live:
         report.unused = [u for u in report.unused if not session.is_live_host(_host(u.uri))]
     if report_path:

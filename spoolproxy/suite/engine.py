@@ -177,6 +177,7 @@ class Engine:
             raise
         runner.call(self._detach)
         recorded = recorder.finish(code)
+        redactor.absorb(session.fingerprinter.learner)  # for the caller's reports
         return PlayResult(code, recorded, session.report(), output, timed_out, runner.addon_errors[errors_before:])
 
     def _attach(self, session: PlaybackSession, recorder: Recorder) -> None:
