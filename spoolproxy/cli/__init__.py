@@ -21,12 +21,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ca": ("ca", "Print the spoolproxy CA certificate and CA bundle paths."),
     "scan": ("scan", "Find unredacted secrets in cassettes (exit 1 if any)."),
     "recover": ("recover", "Turn a crashed recording's journal into its cassette."),
-    "export": ("export", "Write a cassette in another layout (plain vcrpy)."),
+    "export": ("export", "Write a cassette in another layout (plain vcrpy, OTLP JSON)."),
+    "import": ("import_", "Turn HAR, mitmproxy flow, message-log or OTLP files into cassettes."),
     "show": ("show", "Show a cassette as an agent transcript timeline."),
     "detect": ("detect", "Flag failing agent runs in cassettes, with evidence."),
     "export-test": ("export_test", "Turn failing runs into regression test cases."),
     "annotate": ("annotate", "Set a test case's status (pending/confirmed/rejected)."),
     "test": ("testrun", "Run the regression suite: passes / still_fails / fails_differently."),
+    "cluster": ("cluster", "Group failing runs by root cause, biggest first."),
+    "report": ("report", "Write one run as a self-contained HTML report."),
+    "dashboard": ("dashboard", "Write an HTML dashboard of many runs: pass rate, clusters, tests."),
 }
 
 

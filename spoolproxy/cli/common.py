@@ -248,11 +248,14 @@ def run_session(
     echo: Callable[[str], None] | None = None,
     env_base: Mapping[str, str] | None = None,
     stop_note: str = "write the cassette",
+    isolation=None,
 ) -> int | None:
     """Start ``runner``, then run ``settings.command`` through it and return its exit
     status; without a command print the ``export`` lines and wait for SIGINT/SIGTERM
     (returns None; ``stop_note`` says what stopping does).  The proxy is stopped in every case.  SIGTERM during start-up still
-    stops cleanly.  Raises SpoolError (port in use: exit 2; CMD not found: 127)."""
+    stops cleanly.  ``isolation``: an :class:`~spoolproxy.proxy.isolate.Isolation` to run CMD
+    in (its relays are set to the proxy's addresses here; read its ``attempts`` afterwards).
+    Raises SpoolError (port in use: exit 2; CMD not found: 127)."""
     say = echo or (lambda s: click.echo(s, err=True))
     if settings.command:
         check_command(settings.command, env_base)  # CMD not found: refuse before starting
@@ -275,6 +278,8 @@ def run_session(
         if settings.command:
             if not settings.quiet:
                 say(f"spoolproxy: {banner.lower()} via {runner.proxy_url}{_reverse_note(runner)}")
+            if isolation is not None:
+                return _run_isolated(settings.command, env, runner, isolation)
             return run_child(settings.command, env)
         click.echo(f"# spoolproxy: {banner.lower()} via {runner.proxy_url}; paste into another shell:")
         for line in export_lines(env, env_base if env_base is not None else os.environ):
@@ -283,6 +288,23 @@ def run_session(
         return None
     finally:
         runner.stop()
+
+
+def _run_isolated(command, env, runner: ProxyRunner, isolation) -> int:
+    """Run CMD in ``isolation`` with the proxy (and reverse proxies) reachable inside."""
+    from ..errors import SpoolError
+
+    host = runner.connect_host
+    isolation.relays = [(host, runner.port), *((host, p) for p in runner.reverse_ports.values())]
+    with isolation:
+        try:
+            return run_child(command, env, preexec=isolation.preexec)
+        except SpoolError as exc:
+            why = isolation.failure()
+            if why:
+                raise SpoolError(f"cannot isolate {command[0]}'s network: {why}; "
+                                 "run without --isolate", exit_code=exc.exit_code) from None
+            raise
 
 
 def _reverse_note(runner: ProxyRunner) -> str:

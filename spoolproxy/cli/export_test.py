@@ -6,7 +6,8 @@ Writes ``<suite>/<cassette stem>.yaml`` for every cassette whose detector verdic
 error-level findings as its signature, and assertions (the signature kinds must not come
 back, plus any ``--final-answer-contains`` / ``--final-answer-matches`` / ``--tool`` /
 ``--max-llm-calls`` given).  ``--confirm`` marks the cases confirmed, so ``spoolproxy
-test`` runs them; otherwise they are pending until ``spoolproxy annotate``.
+test`` runs them; otherwise they are pending until ``spoolproxy annotate``.  ``--dedup``
+keeps one case per failure cluster (see :mod:`spoolproxy.triage.dedup`).
 Exit status 0, or 2 when any cassette could not be exported.
 """
 
@@ -32,14 +33,15 @@ from .suite_options import assertion_options
 @click.option("--cwd", default=None, help="Working directory of --cmd, relative to the project root (default '.').")
 @click.option("--confirm", is_flag=True, help="Mark the new cases confirmed (default: pending).")
 @click.option("--dedup", is_flag=True,
-              help="Skip runs whose failure signature (kinds and messages, ids and numbers ignored) is already a case.")
+              help="One case per root cause: cluster the failing runs with the suite's cases (as `spoolproxy "
+                   "cluster` does) and export only the smallest run of each cluster that has no case yet.")
 @click.option("--force", is_flag=True, help="Overwrite a case already exported from the same cassette.")
 @assertion_options
 def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, contains, matches, tools, max_llm_calls) -> None:
     """Turn failing runs (CASSETTE files or directories) into regression test cases."""
     from pydantic import ValidationError
 
-    from ..suite.export import export
+    from ..suite.export import ExportResult, export
 
     try:
         assertions = Assertions(final_answer_contains=list(contains), final_answer_matches=matches,
@@ -50,8 +52,24 @@ def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, contain
     paths = list(iter_paths(cassettes))
     if not paths:
         raise SpoolError(f"no cassette found in {', '.join(map(str, cassettes))}")
+    skipped: dict = {}
+    if dedup:
+        from ..detectors import load_detect_config
+        from ..triage.config import load_triage_config
+        from ..triage.dedup import plan_dedup
+        from ..triage.embed import embedder_from
+
+        triage = load_triage_config()
+        plan = plan_dedup(paths, suite_dir, config=load_detect_config(),
+                          embedder=embedder_from(table=triage.model_dump()), threshold=triage.threshold)
+        order, paths, skipped = paths, plan.export, dict(plan.skipped)
+        if plan.clustering is not None and plan.clustering.note:
+            click.echo(f"spoolproxy: note: {plan.clustering.note}", err=True)
     results = export(paths, suite_dir, cmd=cmd, cwd=cwd, status="confirmed" if confirm else "pending",
-                     force=force, assertions=assertions, dedup=dedup)
+                     force=force, assertions=assertions)
+    if skipped:  # in the order given
+        by_path = {r.cassette: r for r in results}
+        results = [by_path.get(p) or ExportResult(p, "skipped", skipped[p]) for p in order]
     bad = 0
     for r in results:
         if r.action == "written":

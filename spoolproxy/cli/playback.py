@@ -12,6 +12,10 @@ with a warning, or any recorded interaction went unused (CMD's own non-zero stat
 
 Options may also come from the ``[playback]`` table of spoolproxy.toml
 (:class:`PlaybackTable`); command-line values are added to list options and override others.
+
+``--isolate`` runs CMD in a network namespace where only the proxy is reachable
+(:mod:`spoolproxy.proxy.isolate`); what a client tried to reach around the proxy is added to
+the report as misses (:mod:`spoolproxy.replayer.blocked`).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class PlaybackTable(BaseModel):
     record_mode: str | None = None
     live: list[str] = []
     report: str | None = None
+    isolate: bool | None = None
 
 
 def _table(path) -> PlaybackTable:
@@ -74,8 +79,11 @@ def _table(path) -> PlaybackTable:
 @click.option("--live", multiple=True, metavar="GLOB", help="Send hosts matching GLOB upstream and record them (repeatable).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Write the playback report as JSON.")
 @click.option("--skip-bad", is_flag=True, help="Skip corrupt cassettes in a directory instead of refusing to start.")
+@click.option("--isolate", is_flag=True, default=None,
+              help="Run CMD in a network namespace where the proxy is the only reachable endpoint (Linux): a client "
+              "that ignores the proxy variables fails at once and the summary names the host it tried.")
 def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignore_json_path, normalize,
-            match_header, realtime, record_mode, live, report_path, skip_bad) -> None:
+            match_header, realtime, record_mode, live, report_path, skip_bad, isolate) -> None:
     """Serve cassettes so CMD re-runs offline; every miss and divergence is explained.
 
     \b
@@ -83,15 +91,16 @@ def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignor
       spoolproxy playback -c cassettes/ --strict -- pytest -x
       spoolproxy playback -c run.yaml --normalize '\\d{4}-\\d{2}-\\d{2}' -- python agent.py
       spoolproxy playback -c run.yaml --live 'api.openai.com' -- python agent.py
+      spoolproxy playback -c cassettes/ --isolate -- node agent.js   # no silent network
       spoolproxy playback -c cassettes/          # standalone: prints export lines
     """
     serve(proxy, cassettes, match, strict, allow_repeats, ignore_json_path, normalize, match_header, realtime,
-          record_mode, live, report_path, skip_bad)
+          record_mode, live, report_path, skip_bad, isolate)
 
 
 def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_repeats=None, ignore_json_path=(),
           normalize=(), match_header=(), realtime=None, record_mode=None, live=(), report_path=None,
-          skip_bad=False) -> None:
+          skip_bad=False, isolate=None) -> None:
     """Run playback with these settings (the body of ``spoolproxy playback``; ``record
     --record-mode once|new_episodes|none`` calls it too).  Exits through SystemExit with
     the status :func:`exit_status` picks (CMD's non-zero status wins over STRICT_EXIT)."""
@@ -140,6 +149,13 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
         recorder = _live_recorder(paths, cfg, session, redactor)
         addons.append(recorder)
     runner = proxy.make_runner(addons, options={"connection_strategy": "lazy", "upstream_cert": False})
+    isolation = _isolation(bool(isolate if isolate is not None else t.isolate), proxy)
+    if isolation is None and proxy.command:
+        from ..proxy.bypass import bypass_warnings
+
+        for line in bypass_warnings(proxy.command, reverse=bool(proxy.reverse)):
+            click.echo(f"spoolproxy: warning: {line}; in playback such requests may reach the real network "
+                       "(--isolate makes them fail instead)", err=True)
     n = len(session.index)
     say(f"spoolproxy: serving {n} interaction{'s' if n != 1 else ''} from {len(session._names)} cassette(s)")
     code: int | None = None
@@ -148,16 +164,17 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
             proxy, runner, banner="Playback",
             stop_note="write the recording into the cassette and print the playback report"
             if recorder is not None else "print the playback report (playback writes no cassette)",
+            isolation=isolation,
         )
     except SpoolError:
         if not _started(runner):  # port in use etc.: just the one error line
             raise
-        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor)
+        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation)
         raise
     except BaseException:
-        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor)
+        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation)
         raise
-    report = _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor)
+    report = _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation)
     raise SystemExit(exit_status(code, strict, report, say))
 
 
@@ -185,7 +202,23 @@ def _started(runner) -> bool:
     return True
 
 
-def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor):
+def _isolation(wanted: bool, proxy: ProxySettings):
+    """An :class:`~spoolproxy.proxy.isolate.Isolation` when ``--isolate`` is asked for and the
+    platform allows it; otherwise None (saying once why not)."""
+    if not wanted:
+        return None
+    if not proxy.command:
+        raise UsageError("--isolate runs CMD in its own network namespace: give a command after '--'")
+    from ..proxy.isolate import Isolation, unavailable
+
+    why = unavailable()
+    if why is not None:
+        click.echo(f"spoolproxy: warning: --isolate: {why}; CMD runs with normal network access", err=True)
+        return None
+    return Isolation([])
+
+
+def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation=None):
     """Merge live recordings, write --report, print the report (both redacted); returns the report."""
     if recorder is not None and _started(runner):
         target, added = recorder.finish(exit_code=code)
@@ -193,6 +226,10 @@ def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redac
             say(f"spoolproxy: recorded {added} live interaction{'s' if added != 1 else ''} into {target}")
     report = session.report()
     redactor.absorb(session.fingerprinter.learner)  # credentials the live requests carried
+    if isolation is not None:
+        from ..replayer.blocked import add_blocked
+
+        add_blocked(report, isolation.attempts)
     if cfg.live:
         report.unused = [u for u in report.unused if not session.is_live_host(_host(u.uri))]
     if report_path:

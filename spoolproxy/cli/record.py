@@ -17,6 +17,10 @@ with the fix for that kind of client.  Every completed interaction is
 journalled (redacted, flushed) at once; after a crash the journal becomes the cassette on
 the next ``record`` of the same path (into ``<stem>.recovered-<time>.yaml``) or with
 ``spoolproxy recover``.
+
+``--tag KEY=VALUE`` (repeatable, added to ``SPOOLPROXY_TAGS``) and the git commit of the
+working directory go into the cassette's ``spoolproxy:`` metadata (see
+:mod:`spoolproxy.triage.tags`); ``cluster``, ``dashboard`` and ``annotate`` filter by them.
 """
 
 from __future__ import annotations
@@ -106,6 +110,10 @@ def aside_path(path: Path, now: datetime | None = None) -> Path:
 )
 @click.option("--redact-header", multiple=True, metavar="NAME", help="Also redact this header (repeatable).")
 @click.option("--redact-pattern", multiple=True, metavar="REGEX", help="Also redact matches of this regex; group 1 if any (repeatable).")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE",
+              help="Tag the run (repeatable), e.g. --tag agent=refund-bot --tag version=1.4.0; added to "
+              "SPOOLPROXY_TAGS (KEY=VALUE,...). Stored in the cassette with the git commit of the working directory; "
+              "cluster, dashboard and annotate group and filter by tags.")
 @click.option(
     "--record-mode", type=click.Choice(["all", "once", "new_episodes", "none"]), default="all", show_default=True,
     help="vcrpy record modes: all records everything afresh (replacing the cassette); once records only when "
@@ -123,6 +131,7 @@ def command(
     large_bodies: str,
     redact_header: tuple[str, ...],
     redact_pattern: tuple[str, ...],
+    tags: tuple[str, ...],
     record_mode: str,
     force: bool,
 ) -> None:
@@ -133,7 +142,11 @@ def command(
       spoolproxy record --cassette cassettes/run.yaml -- pytest -x
       spoolproxy record --cassette run.yaml          # standalone: prints export lines
       spoolproxy record --reverse https://api.openai.com -- node agent.js
+      spoolproxy record --tag agent=refund-bot --tag version=1.4.0 -- python agent.py
     """
+    from ..triage.tags import env_tags, parse_tags, stamp
+
+    run_tags = {**env_tags(), **parse_tags(tags)}  # bad tags are refused before anything starts
     path = Path(cassette) if cassette else default_cassette_path()
     if record_mode != "all":
         if not cassette:
@@ -154,6 +167,7 @@ def command(
         cwd=relative_cwd(),
         record_mode="all",
     )
+    stamp(meta, run_tags, redact=redactor.text)
     summary = RunSummary()
     rec = Recorder(path, meta=meta, redactor=redactor, max_body_size=limit, large_bodies=large_bodies, summary=summary)
     tls = TlsWatch()
@@ -179,6 +193,9 @@ def command(
     if outer and not proxy.upstream_proxy:
         say(f"spoolproxy: connecting upstream directly, not via HTTPS_PROXY={outer} (use --upstream-proxy to chain)")
 
+    from ..proxy.bypass import bypass_warnings
+
+    end.bypass = bypass_warnings(proxy.command, reverse=bool(proxy.reverse))  # clients that ignore HTTPS_PROXY: said with the summary
     code: int | None = None
     try:
         code = run_session(proxy, runner, banner="Recording")
@@ -202,6 +219,8 @@ class _End:
                  keep: bool, config_path, runner, quiet: bool, command) -> None:
         self.rec, self.path, self.summary, self.tls, self.redactor = rec, path, summary, tls, redactor
         self.keep, self.config_path, self.runner, self.quiet, self.command = keep, config_path, runner, quiet, command
+        #: clients of CMD known to ignore the proxy (:func:`spoolproxy.proxy.bypass.bypass_warnings`)
+        self.bypass: list[str] = []
 
     def warn(self, line: str) -> None:
         click.echo(self.redactor.text(f"spoolproxy: warning: {line}"), err=True)
@@ -244,6 +263,8 @@ class _End:
         errors = self.runner.addon_errors if self.runner is not None else []
         if errors:
             self.warn(f"{len(errors)} internal error(s) while proxying, first: {errors[0]} (rerun with --verbose for details)")
+        for line in self.bypass:
+            self.warn(f"not recorded: {line}")
 
 
 def _findings(cas, config_path, limit: int = 3) -> list[str]:

@@ -18,6 +18,9 @@ Exit status (``--fail-on``):
 any case runs).  A run where no case ran because every case is pending or rejected exits
 0 and says so.
 
+Each case's latest result is kept in ``<suite>/.runs/results.json`` (read by
+``spoolproxy dashboard``).
+
 Matching: ``--normalize`` / ``--ignore-json-path`` / ``--match-header`` apply to every case,
 on top of the project's ``[playback]`` table and each case's ``match_options``.
 """
@@ -75,9 +78,13 @@ STYLE = {"passes": "green", "still_fails": "red", "fails_differently": "magenta"
               help="For every case: also match this request header (repeatable).")
 @click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True,
               help="Seconds a case's command may run.")
+@click.option("--isolate/--no-isolate", default=None,
+              help="Run each case where the proxy is the only reachable endpoint, so a client that ignores the "
+                   "proxy variables fails and is named (Linux network namespaces).  [default: on where the "
+                   "platform allows it]")
 @click.option("-v", "--verbose", is_flag=True, help="Print the details (findings, diffs) of every case.")
 def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repeat, jobs, pin, baseline, update_baseline, fail_on, junit,
-            markdown, as_json, normalize, ignore_json_path, match_header, timeout_s, verbose) -> None:
+            markdown, as_json, normalize, ignore_json_path, match_header, timeout_s, isolate, verbose) -> None:
     """Run the regression suite: passes / still_fails / fails_differently / unreplayable."""
     from ..suite.baseline import exit_status, load_baseline, mark_regressions, save_baseline
     from ..suite.junit import write_junit
@@ -102,13 +109,16 @@ def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repea
     opts = RunOptions(live=tuple(live) if live else (() if no_live else None), pin=pin, jobs=jobs, connect_to=tuple(connect_to),
                       upstream_ca=upstream_ca, timeout_s=timeout_s, only=tuple(only), repeat=repeat,
                       normalize=tuple(normalize), ignore_json_paths=tuple(ignore_json_path),
-                      match_headers=tuple(match_header))
+                      match_headers=tuple(match_header), isolate=isolate)
     results = run_suite(suite_dir, opts)
     # each case's results were redacted with what its run learned; this pass adds what a parallel
     # worker's failure line or anything else might carry (the project's rules, this environment's secrets)
     red = case_redactor(suite_dir)
     results = [redact_result(r, red) for r in results]
     regressions = mark_regressions(results, previous)
+    from ..suite.results import record_results
+
+    record_results(suite_dir, results)  # the latest outcomes, for `spoolproxy dashboard`
     ran = [r for r in results if r.outcome is not None]
     code = exit_status(results, regressions, fail_on)
     if junit:

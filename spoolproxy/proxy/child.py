@@ -5,7 +5,10 @@ trusts it; :func:`run_child` runs the program, forwards SIGINT/SIGTERM and retur
 exit status.  Shared by ``spoolproxy record`` and ``spoolproxy playback``.
 
 Proxy variables: ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` in both cases (curl reads
-only the lower-case ``http_proxy``; Python, Node, Go and Rust clients read one or the other).
+only the lower-case ``http_proxy``; Python, Node, Go and Rust clients read one or the other),
+and ``WSS_PROXY``/``WS_PROXY`` in both cases, which WebSocket clients prefer for ``wss://``
+and ``ws://`` URLs (Python's ``websockets``, used by the openai SDK's Realtime client, reads
+them through ``urllib.request.getproxies``; it falls back to ``HTTPS_PROXY``).
 CA variables: ``SSL_CERT_FILE`` (OpenSSL, httpx, aiohttp, Go), ``REQUESTS_CA_BUNDLE``
 (requests), ``CURL_CA_BUNDLE`` (curl), ``NODE_EXTRA_CA_CERTS`` (Node, added to its roots),
 ``AWS_CA_BUNDLE`` (botocore), ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` (gRPC), ``PIP_CERT``,
@@ -28,7 +31,8 @@ from typing import Mapping, Sequence
 
 from ..errors import SpoolError
 
-PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
+PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy",
+              "WSS_PROXY", "WS_PROXY", "wss_proxy", "ws_proxy")
 NO_PROXY_VARS = ("NO_PROXY", "no_proxy")
 BUNDLE_VARS = (
     "SSL_CERT_FILE",
@@ -154,8 +158,10 @@ def _terminal_delivers_sigint(child: subprocess.Popen) -> bool:
         return False
 
 
-def run_child(argv: Sequence[str], env: Mapping[str, str]) -> int:
-    """Run ``argv`` with ``env`` and return its exit status.
+def run_child(argv: Sequence[str], env: Mapping[str, str], *, preexec=None) -> int:
+    """Run ``argv`` with ``env`` and return its exit status.  ``preexec``: also run in the
+    child before ``exec`` (e.g. :attr:`~.isolate.Isolation.preexec`); when it raises, the
+    program does not start and SpoolError (exit code 126) says so.
 
     SIGTERM and SIGINT received meanwhile are forwarded to the child (SIGINT only when
     the terminal did not already deliver it to the child's process group); the third
@@ -168,7 +174,9 @@ def run_child(argv: Sequence[str], env: Mapping[str, str]) -> int:
     if not argv:
         raise SpoolError("no command given; put it after '--', e.g. spoolproxy record -- python agent.py")
     try:
-        child = subprocess.Popen(list(argv), env=dict(env), preexec_fn=parent_death_signal())
+        child = subprocess.Popen(list(argv), env=dict(env), preexec_fn=chain_preexec(preexec, parent_death_signal()))
+    except subprocess.SubprocessError as exc:
+        raise SpoolError(f"cannot start {argv[0]}: setting up its process failed ({exc})", exit_code=126) from None
     except FileNotFoundError:
         raise SpoolError(f"command not found: {argv[0]}; check the name and PATH", exit_code=127) from None
     except PermissionError:
@@ -207,6 +215,21 @@ def run_child(argv: Sequence[str], env: Mapping[str, str]) -> int:
         for s, h in old.items():
             signal.signal(s, h)
     return 128 - code if code < 0 else code
+
+
+def chain_preexec(*fns):
+    """One ``preexec_fn`` running each non-None function in turn (None when there is none)."""
+    todo = [f for f in fns if f is not None]
+    if not todo:
+        return None
+    if len(todo) == 1:
+        return todo[0]
+
+    def preexec() -> None:
+        for f in todo:
+            f()
+
+    return preexec
 
 
 #: prctl(2) option: the signal the calling process gets when its parent thread dies

@@ -13,6 +13,9 @@ Life of a flow (mitmproxy hooks):
   are noted and the body is decoded (gzip/deflate/br/zstd) and kept up to
   ``record_max_body_size`` bytes, beyond which it is spilled to ``<cassette>.bodies/``
   (redacted on the way) or elided;
+* ``websocket_message`` / ``websocket_end``: an upgraded (``101``) connection's messages are
+  collected (:mod:`.websocket`) and its interaction is written when the connection ends,
+  with the messages in its ``websocket`` extension;
 * ``response`` / ``error``: the interaction (with a :class:`Failure` for refused, DNS,
   timeout, TLS or a stream cut mid-way) is redacted and appended to the journal (flushed; fsynced in
   the background) before the client sees the end of a chunked or HTTP/2 response (an HTTP/1 Content-Length
@@ -46,6 +49,7 @@ from ..errors import CassetteError
 from .bodysink import DEFAULT_LIMIT, BodySink
 from .failures import classify
 from .summary import RunSummary
+from .websocket import WsRecording
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +93,7 @@ class _Capture:
     headers_at: float = 0.0  # time.perf_counter() when the response headers arrived
     request_body: dict | None = None  # a big request body stored outside (extension key)
     done: bool = False
+    websocket: WsRecording | None = None  # an upgraded connection's messages
 
 
 class Recorder:
@@ -287,7 +292,22 @@ class Recorder:
         resp.stream = cap.sink
 
     async def response(self, flow) -> None:
+        cap = self._pending.get(flow.id)
+        if cap is not None and flow.websocket is not None:  # written when the connection ends
+            cap.websocket = WsRecording(flow.response.timestamp_end if flow.response is not None else None)
+            return
         await self._complete(flow, None)
+
+    def websocket_message(self, flow) -> None:
+        cap = self._pending.get(flow.id)
+        if cap is not None and cap.websocket is not None and flow.websocket is not None and flow.websocket.messages:
+            cap.websocket.add(flow.websocket.messages[-1])
+
+    async def websocket_end(self, flow) -> None:
+        cap = self._pending.get(flow.id)
+        if cap is not None and cap.websocket is not None:
+            cap.websocket.closed(flow.websocket)
+            await self._complete(flow, None)
 
     async def error(self, flow) -> None:
         cap = self._pending.get(flow.id)
@@ -304,12 +324,15 @@ class Recorder:
         ``SHUTDOWN_GRACE_S``) to complete, then journal what is still in flight, marked as
         cut by the shutdown."""
         end = time.monotonic() + SHUTDOWN_GRACE_S
-        while any(c.status is not None for c in self._pending.values()) and time.monotonic() < end:
+        while any(c.status is not None and c.websocket is None for c in self._pending.values()) and time.monotonic() < end:
             await asyncio.sleep(0.01)
         self._closed = True
         for fid in list(self._pending):
             cap = self._pending.pop(fid)
             if cap.request is None:
+                continue
+            if cap.websocket is not None:  # a WebSocket still open: its messages so far, no close
+                self._executor.submit(self._write, cap.seq, self._interaction(cap, None, None))
                 continue
             failure = Failure(
                 kind="other",
@@ -358,6 +381,8 @@ class Recorder:
             extra["request_body"] = cap.request_body
         if cap.response_after_ms is not None:
             extra["response_after_ms"] = round(cap.response_after_ms, 3)
+        if cap.websocket is not None:
+            extra["websocket"] = cap.websocket.extension(self.redactor, cap.request)
         return Interaction(
             request=cap.request,
             response=response,

@@ -154,6 +154,8 @@ class RunSummary:
     failures: list[str] = field(default_factory=list)
     streams: int = 0
     hosts: Counter = field(default_factory=Counter)
+    websockets: int = 0  # WebSocket sessions
+    websocket_messages: int = 0
 
     def add(self, it: Interaction) -> None:
         """Count one interaction (unredacted bodies are fine: nothing is kept)."""
@@ -166,6 +168,10 @@ class RunSummary:
             ctype = resp.content_type
             if "event-stream" in ctype or "ndjson" in ctype or (resp.chunks and len(resp.chunks) > 1 and "json" not in ctype):
                 self.streams += 1
+        ws = it.extra.get("websocket")
+        if isinstance(ws, dict):
+            self.websockets += 1
+            self.websocket_messages += len(ws.get("messages") or [])
         if it.error is not None:
             self.failures.append(f"{it.error.kind} {it.request.method} {host_port(it)}{it.request.url.path}")
         prov = provider_of(it)
@@ -192,6 +198,8 @@ class RunSummary:
                 )
         else:
             out.append("LLM calls: none recognised")
+        if self.websockets:
+            out.append(f"WebSocket sessions: {self.websockets} ({self.websocket_messages} messages)")
         if self.http_errors:
             errs = ", ".join(f"{code} x{n}" for code, n in sorted(self.http_errors.items()))
             out.append(f"HTTP errors: {errs}")

@@ -10,6 +10,10 @@ to do and then
   under ``realtime``, or a response whose recording failed mid-body is instead routed to the
   in-process :class:`~.streamer.ReplayServer` on 127.0.0.1 and streamed through
   (``flow.response.stream = True``) so the client sees the recorded chunk boundaries;
+* **serve a WebSocket session** (a recorded ``101`` handshake): routed to the in-process
+  :class:`~.wsserver.WsReplayServer`, which completes the handshake and replays the recorded
+  messages in answer to the client's (:mod:`.websocket`); the report entry is amended when the
+  connection ends, so a session the client could not use is never reported as served;
 * **kill**: the recording holds a transport failure and no response: ``flow.kill()``
   closes the client connection;
 * **miss**: a 400 ``x-should-retry: false`` error in the provider's shape (:mod:`.miss`);
@@ -41,6 +45,7 @@ from .fingerprint import MatchOptions
 from .miss import miss_response
 from .session import Decision, PlaybackConfig, PlaybackSession
 from .streamer import HOP_HEADERS, Job, ReplayServer
+from .wsserver import WsReplayServer, serve_websocket
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +74,7 @@ class Playback:
         self.session = session
         self._from_options = session is None
         self.streamer = ReplayServer()
+        self.websockets = WsReplayServer()
 
     # -- mitmproxy hooks ------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -115,9 +121,11 @@ class Playback:
     async def running(self) -> None:
         ctx.options.update(connection_strategy="lazy", upstream_cert=False)
         await self.streamer.start()
+        await self.websockets.start()
 
     async def done(self) -> None:
         await self.streamer.stop()
+        await self.websockets.stop()
 
     def request(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None or flow.error is not None:
@@ -143,13 +151,13 @@ class Playback:
         """Keep connections to the replay server on loopback even under a catch-all
         ``--connect-to ::HOST:PORT`` rule (which the connect-to addon applied just before)."""
         server = data.server
-        mine = ("127.0.0.1", self.streamer.port)
-        if server.address is None or tuple(server.address[:2]) == mine:
+        mine = {("127.0.0.1", self.streamer.port), ("127.0.0.1", self.websockets.port)}
+        if server.address is None or tuple(server.address[:2]) in mine:
             return
         redirect = ctx.master.addons.get("connectto")
         original = getattr(redirect, "_original", {}).get(server.id) if redirect is not None else None
-        if original is not None and tuple(original[:2]) == mine:
-            server.address = mine
+        if original is not None and tuple(original[:2]) in mine:
+            server.address = tuple(original[:2])
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if flow.metadata.get(META + ".stream") and flow.response is not None:
@@ -165,6 +173,9 @@ class Playback:
         it = entry.interaction
         resp = it.response
         assert resp is not None
+        if resp.status == 101:
+            serve_websocket(flow, decision, self.session, self.websockets)  # type: ignore[arg-type]
+            return
         try:
             body = read_body(entry.cassette, resp)
         except SpoolError as exc:

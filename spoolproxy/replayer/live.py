@@ -76,6 +76,14 @@ class LiveRecorder:
         if self._live(flow):
             await _maybe(self.recorder.error(flow))
 
+    async def websocket_message(self, flow) -> None:
+        if self._live(flow):
+            await _maybe(self.recorder.websocket_message(flow))
+
+    async def websocket_end(self, flow) -> None:
+        if self._live(flow):
+            await _maybe(self.recorder.websocket_end(flow))
+
     async def done(self) -> None:
         await _maybe(self.recorder.done())
 

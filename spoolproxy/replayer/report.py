@@ -20,6 +20,8 @@ from ..errors import SpoolError
 from .diff import Change
 
 Outcome = Literal["exact", "divergence", "miss", "live"]
+#: ``method`` of report entries for network access blocked by ``--isolate`` (see :mod:`.blocked`)
+BLOCKED_METHODS = ("DNS", "CONNECT")
 
 
 class RecordedRef(BaseModel):
@@ -69,7 +71,7 @@ class RequestOutcome(BaseModel):
             lines.append(f"  served {self.served.label()}" + (" again (--allow-repeats)" if self.repeat else ""))
         if self.nearest is not None:
             lines.append(f"  nearest recorded request: {self.nearest.label()}")
-        elif self.outcome == "miss":
+        elif self.outcome == "miss" and self.method not in BLOCKED_METHODS:
             lines.append("  no recorded request for this host")
         lines += [f"  {r}" for r in self.reasons if not r.startswith("body:") or not self.differences]
         for c in self.differences:

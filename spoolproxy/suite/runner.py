@@ -46,7 +46,9 @@ class RunOptions:
     it passes only when every run passes, and only then is it pinned.  ``jobs``: cases run
     in parallel, each in its own ``spoolproxy test --case NAME`` process (own proxy).
     ``normalize`` / ``ignore_json_paths`` / ``match_headers``: matching settings added to every
-    case's (see :mod:`.matching`).
+    case's (see :mod:`.matching`).  ``isolate``: run each case where only the proxy is reachable
+    (:mod:`spoolproxy.proxy.isolate`); None (the default) does so where the platform allows it,
+    True asks for it (a note when it cannot), False never.
     """
 
     live: tuple[str, ...] | None = None
@@ -63,7 +65,9 @@ class RunOptions:
     normalize: tuple[str, ...] = ()
     ignore_json_paths: tuple[str, ...] = ()
     match_headers: tuple[str, ...] = ()
+    isolate: bool | None = None
     _stamps: set[str] = field(default_factory=set)
+    _isolation_noted: bool = False
 
 
 def resolve_argv(argv: Sequence[str], cwd: Path) -> list[str]:
@@ -120,8 +124,12 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         stamp = _stamp(opts, runs)
         artifact = runs / f"{stamp}.yaml"
         live = opts.live if opts.live is not None else tuple(case.routing.live)
-        meta = CassetteMeta(recorder="spoolproxy test", record_mode="none", command=list(case.command.argv),
-                            cwd=str(cwd), extra={"case": case.name, "live": list(live), "replayed_from": case.cassette})
+        meta = CassetteMeta(recorder="spoolproxy test", recorded_at=datetime.now(timezone.utc).replace(microsecond=0),
+                            record_mode="none", command=list(case.command.argv), cwd=str(cwd),
+                            extra={"case": case.name, "live": list(live), "replayed_from": case.cassette})
+        from ..triage.tags import env_tags, stamp
+
+        stamp(meta, env_tags(opts.env), cwd=cwd)  # SPOOLPROXY_TAGS and the git commit, as `record` does
         from ..config import find_config
         from .engine import Engine
         from .matching import case_match_options, project_match_options
@@ -132,7 +140,8 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         engine = engine or Engine(connect_to=opts.connect_to, upstream_ca=opts.upstream_ca)
         try:
             played = engine.play(argv, cwd=cwd, cassette=cassette, artifact=artifact, match=case.match, live=live,
-                                 timeout_s=opts.timeout_s, meta=meta, env=opts.env, options=options, redactor=red)
+                                 timeout_s=opts.timeout_s, meta=meta, env=opts.env, options=options,
+                                 isolate=isolating(opts), redactor=red)
         finally:
             if own:
                 engine.close()
@@ -199,6 +208,22 @@ def pin(case: Case, case_path: Path, root: Path, artifact: Path) -> Path:
         updated = case.model_copy(update={"cassette": rel, "failing_cassette": case.failing_cassette or case.cassette})
         save_case(updated, case_path)
     return target
+
+
+def isolating(opts: RunOptions) -> bool:
+    """Whether cases run isolated: ``opts.isolate`` unless the platform cannot (said once on
+    stderr, by :func:`spoolproxy.proxy.isolate.unavailable`'s caller here)."""
+    if opts.isolate is False:
+        return False
+    from ..proxy.isolate import unavailable
+
+    why = unavailable()
+    if why is None:
+        return True
+    if not opts._isolation_noted:
+        opts._isolation_noted = True
+        print(f"spoolproxy test: note: cases run without network isolation: {why}", file=sys.stderr)
+    return False
 
 
 def run_suite(suite_dir: str | Path, opts: RunOptions | None = None) -> list[CaseResult]:
@@ -287,6 +312,8 @@ def _in_worker(case: Case, path: Path, suite: Path, opts: RunOptions) -> CaseRes
         argv += ["--ignore-json-path", path]
     for name in opts.match_headers:
         argv += ["--match-header", name]
+    if opts.isolate is not None:
+        argv.append("--isolate" if opts.isolate else "--no-isolate")
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, env=opts.env)
     try:
