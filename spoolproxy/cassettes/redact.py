@@ -23,17 +23,16 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import re
-import threading
 from typing import Iterable, Iterator, Mapping
-from urllib.parse import quote, quote_plus, unquote_plus, urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 
 from .model import Cassette, CassetteMeta, HeaderDict, Interaction, Request, Response
-from .secret_rules import (ALL_RULES, ENV_SECRET_RE, NOT_SECRETS, SECRET_HEADERS, SECRET_NAME_RE, SECRET_QUERY,
-                           CompiledRules, Rule, compile_rules, standalone)
+from .secret_memory import SecretMemory
+from .secret_rules import (ALL_RULES, ENV_SECRET_RE, SECRET_HEADERS, SECRET_NAME_RE, SECRET_QUERY, CompiledRules, Rule,
+                           compile_rules, standalone)
 
 __all__ = ["PLACEHOLDER_RE", "RedactConfig", "Redactor", "SECRET_HEADERS", "SECRET_NAME_RE", "SECRET_QUERY",
            "placeholder"]
@@ -42,17 +41,11 @@ __all__ = ["PLACEHOLDER_RE", "RedactConfig", "Redactor", "SECRET_HEADERS", "SECR
 PLACEHOLDER_RE = re.compile(r"REDACTED(?:-[a-z0-9]+(?:-[a-z0-9]+)*)?")
 _PLACEHOLDER_B = re.compile(PLACEHOLDER_RE.pattern.encode())
 
-#: shortest value remembered and replaced everywhere (shorter ones only where they stand)
-MIN_REMEMBERED = 6
-#: most secrets one Redactor remembers (each costs a substring test per body); later ones
-#: are still redacted where they stand
-MAX_REMEMBERED = 256
 #: headers whose values are redacted where they stand but not remembered: servers rotate
 #: them on every response (Cloudflare's ``__cf_bm``), so a long run would collect thousands
 _NOT_REMEMBERED_HEADERS = frozenset({"cookie", "set-cookie"})
 _COMPILED = tuple(compile_rules(ALL_RULES))
 _AUTH_SCHEMES = ("bearer", "basic", "token", "bot", "digest", "aws4-hmac-sha256", "sentry")
-_ALNUM = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
 
 def placeholder(kind: str, secret: str | bytes) -> str:
@@ -75,30 +68,6 @@ class RedactConfig(BaseModel):
     headers: list[str] = Field(default_factory=list)
     query: list[str] = Field(default_factory=list)
     patterns: list[str] = Field(default_factory=list)
-
-
-def variants(secret: bytes) -> set[bytes]:
-    """The forms a secret takes on the wire: as is, JSON-escaped (once and twice, with and
-    without ``\\/`` and ``\\uXXXX``), percent-encoded (``quote``, ``quote_plus``)."""
-    text = _s(secret)
-    out = {secret}
-    for ascii_only in (False, True):
-        once = json.dumps(text, ensure_ascii=ascii_only)[1:-1]
-        out |= {_b(once), _b(once.replace("/", "\\/")), _b(json.dumps(once, ensure_ascii=ascii_only)[1:-1])}
-    out |= {_b(quote(text, safe="")), _b(quote(text)), _b(quote_plus(text))}
-    return out
-
-
-def _edges_free(data: bytes, start: int, end: int, value: bytes) -> bool:
-    """A remembered value found at ``data[start:end]`` is not just part of a longer word:
-    an alphanumeric edge of the value may not touch another alphanumeric character
-    (one ending an escape, ``%3D`` or ``\\n``, does not count)."""
-    if start > 0 and value[0] in _ALNUM and data[start - 1] in _ALNUM:
-        if not ((start >= 2 and data[start - 2] == 0x5C) or (start >= 3 and data[start - 3] == 0x25)):
-            return False
-    if end < len(data) and value[-1] in _ALNUM and data[end] in _ALNUM:
-        return False
-    return True
 
 
 class Redactor:
@@ -127,10 +96,7 @@ class Redactor:
                 from ..errors import UsageError
 
                 raise UsageError(f"redaction pattern #{i + 1} {p!r} is not a valid regex: {exc}") from None
-        self._lock = threading.Lock()
-        #: remembered (value variant, placeholder, finder), longest first; replaced as a whole
-        self._known: tuple[tuple[bytes, bytes, re.Pattern[bytes]], ...] = ()
-        self._secrets: dict[bytes, bytes] = {}  # secret -> placeholder
+        self.memory = SecretMemory()  #: the secrets seen so far in the run
 
     @classmethod
     def from_config(cls, table: dict, *, headers: Iterable[str] = (), patterns: Iterable[str] = ()) -> "Redactor":
@@ -142,38 +108,19 @@ class Redactor:
         """A Redactor with the same rules that remembers what this one does so far (and
         from then on learns on its own): one per cassette of a multi-cassette job."""
         other = Redactor(self.extra_headers, self.extra_query, self.extra_patterns, remember=self.remember)
-        other._known, other._secrets = self._known, dict(self._secrets)
+        other.memory = self.memory.copy()
         return other
 
     # -- remembering ------------------------------------------------------------------
     def learn(self, secret: str | bytes, kind: str = "secret", ph: str | bytes | None = None) -> bool:
-        """Remember ``secret`` so it is replaced wherever it appears from now on (all its
-        :func:`variants`).  Values shorter than :data:`MIN_REMEMBERED`, placeholders,
-        stand-in words (``ollama``, ``dummy`` ...) and anything beyond
-        :data:`MAX_REMEMBERED` secrets are not remembered.  True when new."""
+        """Remember ``secret`` so it is replaced wherever it appears from now on, in all its
+        forms (:class:`~.secret_memory.SecretMemory`: not values under 6 characters, stand-in
+        words such as ``ollama``, or beyond 256 secrets).  True when new."""
         if not self.remember:
             return False
-        raw = _b(secret) if isinstance(secret, str) else bytes(secret)
-        raw = raw.strip()
-        if len(raw) < MIN_REMEMBERED or raw in self._secrets or _PLACEHOLDER_B.search(raw):
-            return False
-        if len(self._secrets) >= MAX_REMEMBERED:
-            return False
-        if raw.lower().decode("ascii", "replace") in NOT_SECRETS or len(set(raw)) <= 2:
-            return False
+        raw = (_b(secret) if isinstance(secret, str) else bytes(secret)).strip()
         ph_b = (_b(ph) if isinstance(ph, str) else ph) if ph is not None else _b(placeholder(kind, raw))
-        with self._lock:
-            if raw in self._secrets:
-                return False
-            secrets = dict(self._secrets)
-            secrets[raw] = ph_b
-            known = {v: (p, f) for v, p, f in self._known}
-            for v in variants(raw):
-                if len(v) >= MIN_REMEMBERED and v not in known:
-                    known[v] = (ph_b, re.compile(re.escape(v)))
-            self._known = tuple(sorted(((v, p, f) for v, (p, f) in known.items()), key=lambda t: -len(t[0])))
-            self._secrets = secrets
-        return True
+        return self.memory.add(raw, ph_b)
 
     def learn_request(self, req: Request) -> None:
         """Remember the credentials ``req`` carries by position (credential headers, a Basic
@@ -197,7 +144,7 @@ class Redactor:
 
     def absorb(self, other: "Redactor") -> None:
         """Remember everything ``other`` remembers, with the same placeholders."""
-        for secret, ph in dict(other._secrets).items():
+        for secret, ph in other.memory.items():
             self.learn(secret, "secret", ph)
 
     def learn_env(self, env: Mapping[str, str]) -> int:
@@ -213,24 +160,17 @@ class Redactor:
     def placeholder_for(self, secret: str, kind: str) -> str:
         """The placeholder of ``secret``: the one it got when first remembered (so one
         secret reads the same everywhere in a run), else :func:`placeholder`."""
-        known = self._secrets.get(_b(secret).strip())
+        known = self.memory.get(_b(secret).strip())
         return _s(known) if known is not None else placeholder(kind, secret)
 
     @property
     def remembered(self) -> int:
         """How many secret values this Redactor replaces wherever they appear."""
-        return len(self._secrets)
+        return len(self.memory)
 
     def replace_known(self, data: bytes) -> bytes:
         """``data`` with only the remembered secrets replaced (a substring test per secret)."""
-        return self._replace_known(data) if data else data
-
-    def _replace_known(self, data: bytes) -> bytes:
-        for value, ph, finder in self._known:  # a snapshot: learn() swaps the tuple
-            if value in data:
-                data = finder.sub(lambda m, v=value, p=ph: p if _edges_free(m.string, m.start(), m.end(), v) else m.group(0),
-                                  data)
-        return data
+        return self.memory.replace(data) if data else data
 
     # -- pieces -----------------------------------------------------------------------
     def bytes_(self, data: bytes, *, learn: bool = True) -> bytes:
@@ -243,7 +183,7 @@ class Redactor:
             data = compiled.pattern.sub(lambda m, c=compiled: self._sub_rule(m, c, learn), data)
         for pat in self._custom:
             data = pat.sub(lambda m: self._sub_custom(m, learn), data)
-        return self._replace_known(data)
+        return self.memory.replace(data)
 
     def text(self, s: str) -> str:
         """:meth:`bytes_` for text."""
@@ -266,7 +206,7 @@ class Redactor:
         secret = m.string[start:end]
         if not secret or _PLACEHOLDER_B.search(secret):
             return whole
-        ph = self._secrets.get(secret) or _b(placeholder(kind, secret))
+        ph = self.memory.get(secret) or _b(placeholder(kind, secret))
         if learn:
             self.learn(secret, kind, ph)
         return whole[: start - m.start()] + ph + whole[end - m.start():]
@@ -288,11 +228,9 @@ class Redactor:
                 if end > start and not _PLACEHOLDER_B.search(data[start:end]):
                     yield "custom", start, end
         if remembered:
-            for value, _ph, finder in self._known:
-                if value in data:
-                    for m in finder.finditer(data):
-                        if _edges_free(data, m.start(), m.end(), value):
-                            yield "known-secret", m.start(), m.end()
+            for start, end, whole in self.memory.finditer(data):
+                if whole:
+                    yield "known-secret", start, end
 
     def spans(self, data: bytes) -> Iterator[tuple[int, int]]:
         """Every span a rule or a remembered value could replace (before the whole-token
@@ -303,10 +241,8 @@ class Redactor:
         for pat in self._custom:
             for m in pat.finditer(data):
                 yield m.span()
-        for value, _ph, finder in self._known:
-            if value in data:
-                for m in finder.finditer(data):
-                    yield m.span()
+        for start, end, _whole in self.memory.finditer(data):
+            yield start, end
 
     def is_secret_header(self, name: str) -> bool:
         """True for a header whose value is a credential (by list or by name)."""
@@ -424,7 +360,7 @@ class Redactor:
 
     def known_only(self, it: Interaction) -> Interaction:
         """Only the remembered secrets replaced (cheap: a substring test per secret)."""
-        if not self._known:
+        if not len(self.memory):
             return it
         update: dict = {"request": self._known_only(it.request)}
         if it.response is not None:
@@ -433,10 +369,10 @@ class Redactor:
 
     def _known_only(self, obj):
         def sub_s(text: str) -> str:
-            return _s(self._replace_known(_b(text)))
+            return _s(self.memory.replace(_b(text)))
 
         update = {"headers": {k: [sub_s(v) for v in vs] for k, vs in obj.headers.items()},
-                  "body": self._replace_known(obj.body)}
+                  "body": self.memory.replace(obj.body)}
         if isinstance(obj, Request):
             update["uri"] = sub_s(obj.uri)
         elif obj.chunks and len(update["body"]) != len(obj.body):
