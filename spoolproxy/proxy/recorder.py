@@ -52,6 +52,7 @@ from ..cassettes.bodies import decode_body
 from ..cassettes.journal import Journal, is_locked, journal_path, read_journal
 from ..cassettes.model import Cassette, CassetteMeta, Chunk, Failure, HeaderDict, Interaction, Request, Response, header_without
 from ..cassettes.redact import Redactor
+from ..cassettes.redact_late import late_pass
 from ..cassettes.storage import save, side_dir
 from ..errors import CassetteError
 from .bodysink import DEFAULT_LIMIT, BodySink
@@ -147,6 +148,8 @@ class Recorder:
         self.journal: Journal | None = None
         self.recovered: tuple[Path, int] | None = None
         self.write_errors: list[str] = []
+        #: run-level facts written to ``meta.extra`` by :meth:`finish` (e.g. ``tls_rejected``)
+        self.run_facts: dict = {}
         self._seq = itertools.count()
         self._pending: dict[str, _Capture] = {}
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="spoolproxy-journal")
@@ -426,7 +429,7 @@ class Recorder:
             self.journal.append(seq, it)
             self.count += 1
         except Exception as exc:  # disk full etc.: never break the client's traffic
-            self.write_errors.append(f"{it.request.method} {it.request.uri}: {exc}")
+            self.write_errors.append(self.redactor.text(f"{it.request.method} {it.request.uri}: {exc}"))
             logger.error("spoolproxy: cannot journal an interaction: %s", exc)
             return
         try:
@@ -444,13 +447,17 @@ class Recorder:
         if self.journal is not None:
             self.journal.close(remove=True)
 
-    def finish(self, exit_code: int | None = None, extra: dict | None = None) -> Cassette:
+    def finish(self, exit_code: int | None = None, extra: dict | None = None, *,
+               target: Callable[[Cassette], Path] | None = None) -> Cassette:
         """Write the cassette atomically from the journal and remove the journal.
 
-        Call after the proxy stopped.  ``extra``: run-level facts added to ``meta.extra``
-        (e.g. a guard's ``budget`` and ``circuit_breaker``).  Returns the cassette as written (redacted).
-        Raises CassetteError when the cassette cannot be written (the journal is kept
-        then, for ``spoolproxy recover``).
+        Call after the proxy stopped.  Every secret the redactor learned during the run is
+        replaced once more in the whole cassette and its side files (:func:`late_pass`);
+        :attr:`run_facts` and ``extra`` (run-level facts from the caller, e.g. a guard's
+        ``budget`` and ``circuit_breaker``) go to ``meta.extra``, redacted.  ``target(cassette)``
+        may choose another path than the cassette's (e.g. to keep a good cassette when this
+        run failed).  Returns the cassette as written (redacted).  Raises CassetteError when
+        the cassette cannot be written (the journal is kept then, for ``spoolproxy recover``).
         """
         self._closed = True
         self._executor.shutdown(wait=True)
@@ -460,14 +467,19 @@ class Recorder:
         self.journal.close(remove=False)
         cas = read_journal(self.journal.path)
         cas.meta.exit_code = exit_code
+        cas.meta.extra.update(self.run_facts)
         if extra:
-            import json
-
-            cas.meta.extra.update(json.loads(self.redactor.text(json.dumps(extra))))  # reasons may quote arguments
-        save(cas, self.path)
+            cas.meta.extra.update(extra)
+        try:
+            cas = late_pass(cas, self.path, self.redactor)
+        except OSError as exc:  # pragma: no cover - the cassette itself is still written
+            logger.warning("spoolproxy: could not rewrite a side body file: %s", exc)
+        path = target(cas) if target is not None else self.path
+        save(cas, path)
         self.journal.close(remove=True)
-        cas.path = self.path
-        self._prune_side_dir(cas)
+        cas.path = path
+        if path == self.path:
+            self._prune_side_dir(cas)
         return cas
 
     def _prune_side_dir(self, cas: Cassette) -> None:
