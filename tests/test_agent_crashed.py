@@ -165,13 +165,17 @@ def test_a_separator_with_no_command_is_a_usage_error(tmp_path, spool_home, argv
 
 
 def test_child_end_meta_redacts_before_cutting():
-    """A key that straddles where the 4 KB tail starts is redacted, not cut in half."""
+    """A key that straddles where the 4 KB tail starts is redacted, not cut in half: no piece
+    of it survives in the tail."""
     from spoolproxy.cassettes.redact import Redactor
 
     key = "sk-proj-" + "Qw3" * 14
-    raw = ("x" * 5000 + "\n" + "y" * (4096 - 20) + key + "\nValueError: boom\n").encode()
+    raw = ("x" * 5000 + " token=" + key + "\n" + "z" * (4096 - 45) + "\nValueError: boom\n").encode()
+    cut = raw[-4096:].decode()
+    assert "sk-proj-" not in cut and cut.startswith(key[-20:])  # the raw 4 KB cut falls inside the key
     end = ChildEnd(code=1, stderr_tail=raw[-8192:], stderr_bytes=len(raw))
     meta = end.meta(Redactor(), keep=4096)
-    assert "REDACTED-" in meta["stderr_tail"] and key[-20:] not in meta["stderr_tail"]
-    assert meta["stderr_tail"].endswith("ValueError: boom\n") and len(meta["stderr_tail"]) <= 4096
+    tail = meta["stderr_tail"]
+    assert not any(key[i:i + 12] in tail for i in range(len(key) - 11))
+    assert tail.endswith("ValueError: boom\n") and len(tail) <= 4096
     assert meta["stderr_bytes"] == len(raw) and "signal" not in meta

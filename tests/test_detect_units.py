@@ -43,7 +43,7 @@ def test_kinds_are_exactly_the_documented_ones():
     from spoolproxy.checks import KIND as USER_CHECK  # check_failed: a user check, not a built-in detector
 
     assert sorted([*KINDS, USER_CHECK]) == sorted(table) == sorted(listed)
-    assert {"agent_crashed", "http_error", "stream_incomplete", "budget_exceeded"} <= set(KINDS)
+    assert {"agent_crashed", "http_error", "stream_incomplete", "budget_exceeded", "tls_rejected"} <= set(KINDS)
 
 
 # -- tool_loop ------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """``spoolproxy export-test CASSETTE...``: turn failing runs into regression test cases.
 
 Writes ``<suite>/<cassette stem>.yaml`` for every cassette whose detector verdict is
-``fail`` (passing runs are skipped and said so).  The case holds the recorded command
+``fail`` (passing runs are skipped and said so, unless ``--passing``: a fixed run, e.g. a
+fork, saved as a test with its assertions; a fork's parent becomes ``failing_cassette``).  The case holds the recorded command
 (``--cmd`` overrides it), the cassette path, all-replay routing, exact matching, the
 error-level findings as its signature (the detectors and the project's ``[[checks]]``, as
 configured in the spoolproxy.toml of the suite's project), and assertions (the signature kinds must not come
@@ -55,10 +56,13 @@ def project_analyze(suite_dir: Path):
               help="One case per root cause: cluster the failing runs with the suite's cases (as `spoolproxy "
                    "cluster` does) and export only the smallest run of each cluster that has no case yet.")
 @click.option("--force", is_flag=True, help="Overwrite a case already exported from the same cassette.")
+@click.option("--passing", is_flag=True,
+              help="Export runs the detectors pass too: a fixed run (e.g. a fork) saved as a regression test; "
+                   "give it assertions such as --final-answer-contains.")
 @assertion_options
 @learn_options
-def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, contains, matches, tools, max_llm_calls,
-            max_tool_calls, learn_from, accept_learned) -> None:
+def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, passing, contains, matches, tools,
+            max_llm_calls, max_tool_calls, learn_from, accept_learned) -> None:
     """Turn failing runs (CASSETTE files or directories) into regression test cases."""
     from pydantic import ValidationError
 
@@ -92,8 +96,12 @@ def command(cassettes, suite_dir: Path, cmd, cwd, confirm, dedup, force, contain
         order, paths, skipped = paths, plan.export, dict(plan.skipped)
         if plan.clustering is not None and plan.clustering.note:
             click.echo(f"spoolproxy: note: {plan.clustering.note}", err=True)
+    if passing and not (contains or matches or tools or max_llm_calls is not None or max_tool_calls is not None
+                        or learn_from):
+        click.echo("spoolproxy: warning: --passing without assertions: such a case only checks that no error-level "
+                   "finding appears; add --final-answer-contains TEXT (or --final-answer-matches, --tool)", err=True)
     results = export(paths, suite_dir, cmd=cmd, cwd=cwd, status="confirmed" if confirm else "pending",
-                     force=force, assertions=assertions, analyze=project_analyze(suite_dir))
+                     force=force, assertions=assertions, passing=passing, analyze=project_analyze(suite_dir))
     if skipped:  # in the order given
         by_path = {r.cassette: r for r in results}
         results = [by_path.get(p) or ExportResult(p, "skipped", skipped[p]) for p in order]

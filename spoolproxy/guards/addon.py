@@ -3,7 +3,7 @@
 * ``request``: a model request (by URL path and body shape, as the detectors' adapters
   recognise them) is shown to the guard; when it says stop, the flow gets the refusal
   (:mod:`.refusal`) instead of going upstream, marked for the recorder in
-  ``flow.metadata["spoolproxy.interaction_extra"]`` (``{"circuit_breaker": {...}}``);
+  ``flow.metadata[EXTRA_META]`` (``{"circuit_breaker": {...}}``);
 * completed exchanges reach the guard through the recording addon's ``observers``
   (:meth:`GuardAddon.observe`), which see streamed bodies whole;
 * ``response``: under playback, a served recorded refusal stops later live model requests
@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..cassettes.model import Interaction, parse_json
+from ..proxy.recorder import EXTRA_META
 from .breaker import Guard
 from .budget import Limits
 from .refusal import MARK, refusal_response
@@ -97,7 +98,8 @@ class GuardAddon:
 
         status, headers, body = refusal_response(stop, req.pretty_host, req.path)
         flow.response = http.Response.make(status, body, headers)
-        flow.metadata["spoolproxy.interaction_extra"] = {"circuit_breaker": {"refused": True, "reason": stop.reason}}
+        flow.metadata[EXTRA_META] = {**(flow.metadata.get(EXTRA_META) or {}),
+                                     "circuit_breaker": {"refused": True, "reason": stop.reason}}
 
     def response(self, flow) -> None:
         if flow.metadata.get(PLAYBACK_META) != "serve" or flow.response is None:

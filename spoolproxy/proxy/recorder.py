@@ -4,7 +4,9 @@ Life of a flow (mitmproxy hooks):
 
 * ``requestheaders``: the interaction gets its sequence number, so the cassette lists
   interactions in request-start order even when they complete out of order;
-* ``request``: the request (decoded body) is captured; a request body declared larger than
+* ``request``: the request (decoded body) is captured, with any per-interaction facts an
+  addon earlier in the chain put in ``flow.metadata[EXTRA_META]`` (a dict merged into
+  ``Interaction.extra``, e.g. where a fork served the request from); a request body declared larger than
   ``record_max_body_size`` is streamed upstream instead of buffered and stored like a big
   response body, named in the interaction's ``spoolproxy.request_body`` extension
   (``{file|elided, size, sha256}``) with an empty ``body``;
@@ -28,8 +30,8 @@ response, message}``, and its body is what arrived until then.  A client that ha
 before any response header is still recorded with a :class:`Failure` (it gave up waiting).
 
 A response another addon made (a playback miss, a circuit-breaker refusal) is recorded like
-an upstream one; ``flow.metadata["spoolproxy.interaction_extra"]`` (a dict) is merged into the
-interaction's extensions, and ``flow.metadata["spoolproxy.seq"]`` holds its index.
+an upstream one; ``flow.metadata[EXTRA_META]`` (a dict), read again when the exchange completes,
+is merged into the interaction's extensions, and ``flow.metadata["spoolproxy.seq"]`` holds its index.
 ``observers`` are called on the proxy's event loop with ``(index, interaction)`` (not yet
 redacted) as each exchange completes, before the client can send its next request on the
 same connection: live guards (:mod:`spoolproxy.guards`) count there.
@@ -56,6 +58,7 @@ from ..cassettes.bodies import decode_body
 from ..cassettes.journal import Journal, is_locked, journal_path, read_journal
 from ..cassettes.model import Cassette, CassetteMeta, Chunk, Failure, HeaderDict, Interaction, Request, Response, header_without
 from ..cassettes.redact import Redactor
+from ..cassettes.redact_late import late_pass
 from ..cassettes.storage import save, side_dir
 from ..errors import CassetteError
 from .bodysink import DEFAULT_LIMIT, BodySink
@@ -68,6 +71,9 @@ logger = logging.getLogger(__name__)
 #: seconds a shutdown waits for responses whose headers already arrived
 SHUTDOWN_GRACE_S = 1.0
 
+
+#: flow.metadata key: a dict of per-interaction facts an addon wants in ``Interaction.extra``
+EXTRA_META = "spoolproxy.extra"
 
 #: request headers a client sends only because it talks to a proxy (not recorded)
 PROXY_ONLY_HEADERS = ("proxy-connection",)
@@ -105,6 +111,7 @@ class _Capture:
     headers_at: float = 0.0  # time.perf_counter() when the response headers arrived
     request_body: dict | None = None  # a big request body stored outside (extension key)
     client_closed: str | None = None  # mitmproxy's message when the client hung up mid-response
+    extra: dict = field(default_factory=dict)  # facts from flow.metadata[EXTRA_META]
     done: bool = False
     websocket: WsRecording | None = None  # an upgraded connection's messages
 
@@ -148,6 +155,8 @@ class Recorder:
         self.journal: Journal | None = None
         self.recovered: tuple[Path, int] | None = None
         self.write_errors: list[str] = []
+        #: run-level facts written to ``meta.extra`` by :meth:`finish` (e.g. ``tls_rejected``)
+        self.run_facts: dict = {}
         self._seq = itertools.count()
         self._pending: dict[str, _Capture] = {}
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="spoolproxy-journal")
@@ -264,6 +273,9 @@ class Recorder:
         cap = self._pending.get(flow.id)
         if cap is not None:
             cap.request = self._request(cap, flow)
+            facts = flow.metadata.get(EXTRA_META)
+            if isinstance(facts, dict):
+                cap.extra = dict(facts)
 
     def _request(self, cap: _Capture, flow) -> Request:
         req = request_of(flow.request)
@@ -371,7 +383,7 @@ class Recorder:
             cap.status, cap.reason = flow.response.status_code, flow.response.reason or ""
             cap.headers = headers_of(flow.response)
         it = self._interaction(cap, flow, failure)
-        extra = flow.metadata.get("spoolproxy.interaction_extra")
+        extra = flow.metadata.get(EXTRA_META)
         if isinstance(extra, dict):
             it.extra.update(extra)
         for observe in self.observers:
@@ -405,7 +417,7 @@ class Recorder:
             response = Response(status=cap.status, reason=cap.reason, headers=headers, body=body, body_ref=ref, chunks=chunks)
         if failure is not None and failure.message:
             failure = failure.model_copy(update={"message": self.redactor.text(failure.message)})
-        extra: dict = {}
+        extra: dict = dict(cap.extra)
         if cap.request_body is not None:
             extra["request_body"] = cap.request_body
         if cap.response_after_ms is not None:
@@ -430,7 +442,7 @@ class Recorder:
             self.journal.append(seq, it)
             self.count += 1
         except Exception as exc:  # disk full etc.: never break the client's traffic
-            self.write_errors.append(f"{it.request.method} {it.request.uri}: {exc}")
+            self.write_errors.append(self.redactor.text(f"{it.request.method} {it.request.uri}: {exc}"))
             logger.error("spoolproxy: cannot journal an interaction: %s", exc)
             return
         try:
@@ -448,14 +460,17 @@ class Recorder:
         if self.journal is not None:
             self.journal.close(remove=True)
 
-    def finish(self, exit_code: int | None = None, extra: dict | None = None) -> Cassette:
+    def finish(self, exit_code: int | None = None, extra: dict | None = None, *,
+               target: Callable[[Cassette], Path] | None = None) -> Cassette:
         """Write the cassette atomically from the journal and remove the journal.
 
-        Call after the proxy stopped.  ``extra``: run-level facts added to ``meta.extra``
-        (e.g. a guard's ``budget`` and ``circuit_breaker``, ``record``'s ``agent_end``: how the
-        command ended, see ``ChildEnd.meta()``).  Returns the cassette as written (redacted).
-        Raises CassetteError when the cassette cannot be written (the journal is kept
-        then, for ``spoolproxy recover``).
+        Call after the proxy stopped.  Every secret the redactor learned during the run is
+        replaced once more in the whole cassette and its side files (:func:`late_pass`);
+        :attr:`run_facts` and ``extra`` (run-level facts from the caller, e.g. a guard's
+        ``budget`` and ``circuit_breaker``; ``record`` puts ``agent_end`` in :attr:`run_facts`) go to ``meta.extra``, redacted.  ``target(cassette)``
+        may choose another path than the cassette's (e.g. to keep a good cassette when this
+        run failed).  Returns the cassette as written (redacted).  Raises CassetteError when
+        the cassette cannot be written (the journal is kept then, for ``spoolproxy recover``).
         """
         self._closed = True
         self._executor.shutdown(wait=True)
@@ -465,14 +480,19 @@ class Recorder:
         self.journal.close(remove=False)
         cas = read_journal(self.journal.path)
         cas.meta.exit_code = exit_code
+        cas.meta.extra.update(self.run_facts)
         if extra:
-            import json
-
-            cas.meta.extra.update(json.loads(self.redactor.text(json.dumps(extra))))  # reasons may quote arguments
-        save(cas, self.path)
+            cas.meta.extra.update(extra)
+        try:
+            cas = late_pass(cas, self.path, self.redactor)
+        except OSError as exc:  # pragma: no cover - the cassette itself is still written
+            logger.warning("spoolproxy: could not rewrite a side body file: %s", exc)
+        path = target(cas) if target is not None else self.path
+        save(cas, path)
         self.journal.close(remove=True)
-        cas.path = self.path
-        self._prune_side_dir(cas)
+        cas.path = path
+        if path == self.path:
+            self._prune_side_dir(cas)
         return cas
 
     def _prune_side_dir(self, cas: Cassette) -> None:
