@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("cluster", "Group failing runs by root cause, biggest first."),
     "report": ("report", "Write one run as a self-contained HTML report."),
     "dashboard": ("dashboard", "Write an HTML dashboard of many runs: pass rate, clusters, tests."),
+    "serve": ("serve", "Record many concurrent agent sessions, one cassette each, into a store."),
 }
 
 

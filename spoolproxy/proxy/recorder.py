@@ -414,12 +414,13 @@ class Recorder:
         if self.journal is not None:
             self.journal.close(remove=True)
 
-    def finish(self, exit_code: int | None = None) -> Cassette:
+    def finish(self, exit_code: int | None = None, *, amend: Callable[[Cassette], None] | None = None) -> Cassette:
         """Write the cassette atomically from the journal and remove the journal.
 
-        Call after the proxy stopped.  Returns the cassette as written (redacted).
-        Raises CassetteError when the cassette cannot be written (the journal is kept
-        then, for ``spoolproxy recover``).
+        Call after the proxy stopped.  ``amend`` may change the cassette (run metadata
+        learnt during the run, e.g. the gateway's session tags) before it is written.
+        Returns the cassette as written (redacted).  Raises CassetteError when the cassette
+        cannot be written (the journal is kept then, for ``spoolproxy recover``).
         """
         self._closed = True
         self._executor.shutdown(wait=True)
@@ -429,6 +430,8 @@ class Recorder:
         self.journal.close(remove=False)
         cas = read_journal(self.journal.path)
         cas.meta.exit_code = exit_code
+        if amend is not None:
+            amend(cas)
         save(cas, self.path)
         self.journal.close(remove=True)
         cas.path = self.path
