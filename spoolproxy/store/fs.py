@@ -124,6 +124,7 @@ class Store:
         try:
             if self.local and not self.fs.isdir(self.root):
                 raise CassetteError(self.url, "no such directory")
+            self.fs.invalidate_cache(self.root)  # another process may have written since
             found = self.fs.find(self.root, withdirs=False)
         except SpoolError:
             raise
@@ -146,6 +147,7 @@ class Store:
     def exists(self, key: str) -> bool:
         """True when ``key`` exists.  Raises SpoolError when the store cannot be asked."""
         try:
+            self.fs.invalidate_cache(self.path(key))  # a listing cached earlier must not answer for it
             return bool(self.fs.exists(self.path(key)))
         except Exception as exc:  # noqa: BLE001
             raise SpoolError(f"cannot reach {self.url}: {_first_line(exc)}") from None
