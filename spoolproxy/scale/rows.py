@@ -2,7 +2,7 @@
 
 :func:`cassette_row` parses one cassette's bytes, runs the detectors and reads the run's
 triage facts (:func:`spoolproxy.triage.runs.run_of`); :func:`batch_rows` does that for a
-batch of cassettes named by URL or path, reading each through :func:`~spoolproxy.store.read_url`.
+batch of cassettes named by URL or path, fetched through :func:`~spoolproxy.store.fs.read_many`.
 Neither depends on an engine: the local engine calls :func:`batch_rows` in-process (or in a
 process pool), the Dask engine ships it to its workers.
 
@@ -75,20 +75,19 @@ def cassette_row(name: str, data: bytes, config=None) -> dict[str, Any]:
 
 
 def batch_rows(items: Iterable[tuple[str, str]], config=None, options: dict[str, Any] | None = None) -> list[dict]:
-    """Rows of a batch of ``(name, url_or_path)`` items, in order: each read (fsspec
-    ``options`` for URLs) and analysed by :func:`cassette_row`; an unreadable one is an
-    ``error`` row.  This is the function engines map.  Raises SpoolError when a URL's
+    """Rows of a batch of ``(name, url_or_path)`` items, in order: the batch is fetched
+    (concurrently from an object store; fsspec ``options`` for URLs), then each cassette
+    analysed by :func:`cassette_row`; an unreadable one is an ``error`` row.  This is the function engines map.  Raises SpoolError when a URL's
     protocol needs a backend that is not installed (every row would fail)."""
-    from ..store.fs import read_url
+    from ..store.fs import read_many
 
+    items = list(items)
     out: list[dict] = []
-    for name, url in items:
-        try:
-            data = read_url(url, options)
-        except CassetteError as exc:
-            out.append(empty_row(name, ERROR, str(exc)))
-            continue
-        out.append(cassette_row(name, data, config))
+    for (name, _url), data in zip(items, read_many([u for _, u in items], options)):
+        if isinstance(data, CassetteError):
+            out.append(empty_row(name, ERROR, str(data)))
+        else:
+            out.append(cassette_row(name, data, config))
     return out
 
 

@@ -2,7 +2,8 @@
 
 * :mod:`.fs`: :class:`~.fs.Store` (list cassette keys, read, write atomically) over any
   fsspec URL (``s3://bucket/prefix``, ``file:///srv/cassettes``, ``gs://...``) or a plain
-  directory; :func:`~.fs.open_store`, :func:`~.fs.read_url`, :func:`~.fs.parse_storage_options`.
+  directory; :func:`~.fs.open_store`, :func:`~.fs.read_url` and :func:`~.fs.read_many` (a batch,
+  concurrently), :func:`~.fs.parse_storage_options`.
 * :mod:`.publish`: :class:`~.publish.Publisher`, which moves finished cassettes (and their
   side bodies) from a local spool directory into a store, used by ``spoolproxy serve``.
 
@@ -11,6 +12,6 @@ fsspec (and s3fs for ``s3://``) come with the ``scale`` extra:
 :class:`~spoolproxy.errors.SpoolError` line saying so.
 """
 
-from .fs import SCALE_HINT, Store, is_url, open_store, parse_storage_options, read_url
+from .fs import SCALE_HINT, Store, is_url, open_store, parse_storage_options, read_many, read_url
 
-__all__ = ["SCALE_HINT", "Store", "is_url", "open_store", "parse_storage_options", "read_url"]
+__all__ = ["SCALE_HINT", "Store", "is_url", "open_store", "parse_storage_options", "read_many", "read_url"]
