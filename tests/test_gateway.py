@@ -79,7 +79,7 @@ def test_control_requests_are_parsed():
 
 # -- in-process gateway ----------------------------------------------------------------------
 @contextmanager
-def gateway(url: str, options: dict, spool: Path, fake, *, idle: float = 60.0, tags=None):
+def gateway(url: str, options: dict, spool: Path, fake, *, idle: float = 60.0, tags=None, max_body_size=10 << 20):
     """A running gateway recording into ``url``; every session is published on exit."""
     from spoolproxy.proxy.gateway import Gateway
     from spoolproxy.store import open_store
@@ -89,7 +89,7 @@ def gateway(url: str, options: dict, spool: Path, fake, *, idle: float = 60.0, t
     store.probe()
     pub = Publisher(store, spool)
     pub.lock()
-    gw = Gateway(pub, redactor=Redactor(), tags=tags, idle_s=idle)
+    gw = Gateway(pub, redactor=Redactor(), tags=tags, idle_s=idle, max_body_size=max_body_size)
     runner = ProxyRunner([gw], options=RECORD_OPTIONS, connect_to=openai_via(fake), upstream_ca=fake.ca_pem_path)
     runner.start()
     try:
@@ -192,23 +192,34 @@ def test_concurrent_sessions_from_real_clients_become_one_cassette_each_in_s3(
     assert b"Bearer REDACTED-authorization-" in objects[f"{_day()}/agent-a.yaml"]
 
 
-def test_idle_session_ends_and_a_reused_id_gets_its_own_cassette(fake_provider, tmp_path, spool_home):  # noqa: F811
+def test_idle_session_ends_and_a_reused_id_gets_its_own_cassette_with_its_big_bodies(
+        fake_provider, tmp_path, spool_home):  # noqa: F811
     need_scale()
+    from spoolproxy.cassettes.storage import load, read_body
+    from tests.fakes.provider import huge_body
+
     store_dir = tmp_path / "store"
     url = f"file://{store_dir}"
-    with gateway(url, {}, tmp_path / "spool", fake_provider, idle=0.3) as (runner, gw):
+    big = 200_000
+    with gateway(url, {}, tmp_path / "spool", fake_provider, idle=0.3, max_body_size=64 << 10) as (runner, gw):
         with httpx.Client(proxy=runner.proxy_url, timeout=30, headers={"x-spoolproxy-session": "solo"}) as c:
-            assert c.get(f"{fake_provider.http_url}/echo/1").status_code == 200
-            wait_for(lambda: len(gw.published) == 1, what="the idle session to be published")
-            assert gw.published[0].ended == "idle" and gw.published[0].url == f"{url}/{_day()}/solo.yaml"
-            assert c.get(f"{fake_provider.http_url}/echo/2").status_code == 200  # same id: a new session
-    assert [p.ended for p in gw.published] == ["idle", "shutdown"]
+            for session in (1, 2):
+                assert c.get(f"{fake_provider.http_url}/echo/{session}").status_code == 200
+                r = c.get(f"{fake_provider.http_url}/big", headers={"x-fake-fail": f"huge:{big}"})
+                assert r.content == huge_body(big)  # streamed through whole; spilled beside the cassette
+                if session == 1:
+                    wait_for(lambda: len(gw.published) == 1, what="the idle session to be published")
+                    assert gw.published[0].ended == "idle" and gw.published[0].url == f"{url}/{_day()}/solo.yaml"
+    assert [p.ended for p in gw.published] == ["idle", "shutdown"]  # the same id again: a new session
     assert gw.published[1].url == f"{url}/{_day()}/solo-2.yaml"
-    first = parse_text((store_dir / _day() / "solo.yaml").read_bytes(), "solo.yaml")
-    second = parse_text((store_dir / _day() / "solo-2.yaml").read_bytes(), "solo-2.yaml")
-    assert [it.request.uri for it in first.interactions] == [f"{fake_provider.http_url}/echo/1"]
-    assert [it.request.uri for it in second.interactions] == [f"{fake_provider.http_url}/echo/2"]
-    assert not list((tmp_path / "spool").rglob("*.yaml"))  # nothing left waiting in the spool
+    for name, n in (("solo", 1), ("solo-2", 2)):
+        cas = load(store_dir / _day() / f"{name}.yaml")
+        assert [it.request.uri for it in cas.interactions] == [f"{fake_provider.http_url}/echo/{n}",
+                                                               f"{fake_provider.http_url}/big"]
+        spilled = cas.interactions[1].response
+        assert spilled.body_ref is not None and spilled.body_ref.file.startswith(f"{name}.yaml.bodies/")
+        assert read_body(cas, spilled) == huge_body(big)
+    assert not list((tmp_path / "spool").rglob("*.yaml")) and not list((tmp_path / "spool").rglob("*.bin"))
 
 
 def test_publisher_keeps_side_bodies_with_their_cassette_under_a_new_name(tmp_path):

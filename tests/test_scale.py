@@ -152,3 +152,18 @@ def test_without_the_scale_extra_dask_is_one_line_saying_what_to_install(tmp_pat
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 2
     assert out.stderr == "spoolproxy: error: --engine dask needs dask and distributed: pip install 'spoolproxy[scale]'\n"
+
+
+def test_cassette_keys_and_storage_options():
+    from spoolproxy.errors import UsageError
+    from spoolproxy.store.fs import is_cassette_key, is_url, parse_storage_options
+
+    assert is_cassette_key("2025-01-31/run-42.yaml") and is_cassette_key("a/b.json")
+    assert not is_cassette_key("2025-01-31/.run-42.yaml.3f2a.tmp")  # an upload in progress
+    assert not is_cassette_key("2025-01-31/run-42.yaml.bodies/0000.yaml")  # a side body
+    assert not is_cassette_key(".spool/x.yaml") and not is_cassette_key("notes.txt")
+    assert is_url("s3://b/p") and is_url("file:///x") and not is_url("cassettes/") and not is_url("C:x")
+    assert parse_storage_options(["endpoint_url=http://127.0.0.1:9000", "anon=false", 'client_kwargs={"a": 1}']) == {
+        "endpoint_url": "http://127.0.0.1:9000", "anon": False, "client_kwargs": {"a": 1}}
+    with pytest.raises(UsageError, match="expected KEY=VALUE"):
+        parse_storage_options(["endpoint_url"])

@@ -123,7 +123,8 @@ def command(store: str, storage_options, idle: float, spool: Path | None, port: 
             if p.url:
                 say(f"spoolproxy: {line} -> {redactor.text(p.url)} ({p.ended})")
             else:
-                click.echo(f"spoolproxy: warning: {line} not published ({p.error}); kept at {p.kept}", err=True)
+                click.echo(f"spoolproxy: warning: {line} not published ({p.error}); kept at {p.kept}, published at the "
+                           "next start", err=True)
 
         gateway = Gateway(publisher, redactor=redactor, tags=run_tags, idle_s=idle, max_body_size=limit,
                           large_bodies=large_bodies, recorder_name=f"spoolproxy {__version__} serve",

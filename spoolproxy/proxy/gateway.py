@@ -256,7 +256,7 @@ class Gateway:
         sess.recorder.requestheaders(flow)
 
     async def request(self, flow) -> None:
-        if flow.request.pretty_host == CONTROL_HOST and flow.id not in self._by_flow:
+        if flow.request.pretty_host == CONTROL_HOST:  # answered here, never recorded or forwarded
             await self._control(flow)
             return
         sess = self._by_flow.get(flow.id)
