@@ -8,7 +8,10 @@ its figures go to docs/scaling.md.  What it measures, each the median of ``--rep
   S3 server (its own process, on 127.0.0.1), analysed through :mod:`spoolproxy.scale` by the
   local engine in one process (the reference, from local disk and from S3) and by Dask with
   1 and 2 worker processes (from S3 and from local disk); cassettes/s and interactions/s,
-  warm workers (start-up measured apart);
+  warm workers (start-up measured apart), and per CPU-second of the analysing processes
+  (this process, or the Dask workers: a figure that other load on the machine does not
+  change much); and the Parquet bytes per run (one copy: distinct
+  runs);
 * **the gateway**: ``spoolproxy serve`` (its own process) recording ``--sessions`` sessions
   of ``--requests`` requests each from ``--clients`` concurrent httpx clients against a
   local HTTP upstream (its own process), each session ended by the control request and
@@ -89,17 +92,25 @@ def make_corpus(dest: Path, copies: int) -> tuple[int, int]:
     return n, size
 
 
-def timed_rows(paths: list[str], engine, options: dict) -> tuple[float, int, int]:
-    """(seconds, cassettes, interactions) of one pass over ``paths`` with a started ``engine``."""
+def cpu_seconds(engine) -> float:
+    """CPU seconds used so far by whoever analyses: the Dask workers, or this process."""
+    if getattr(engine, "client", None) is not None:
+        return sum(engine.client.run(time.process_time).values())
+    return time.process_time()
+
+
+def timed_rows(paths: list[str], engine, options: dict) -> tuple[float, int, int, float]:
+    """(seconds, cassettes, interactions, CPU seconds of the analysing processes) of one
+    pass over ``paths`` with a started ``engine``."""
     from spoolproxy.scale.pipeline import analyse, cassette_items
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds(engine)
     items = cassette_items(paths, options)
     n = inter = 0
     for row in analyse(items, engine, options=options):
         n += 1
         inter += row["interactions"]
-    return time.perf_counter() - t0, n, inter
+    return time.perf_counter() - t0, n, inter, cpu_seconds(engine) - c0
 
 
 def measure(label: str, paths: list[str], engine, options: dict, repeat: int) -> dict:
@@ -109,12 +120,15 @@ def measure(label: str, paths: list[str], engine, options: dict, repeat: int) ->
         for _ in range(repeat):
             runs.append(timed_rows(paths, engine, options))
     secs = statistics.median(r[0] for r in runs)
+    cpu = statistics.median(r[3] for r in runs)
     n, inter = runs[0][1], runs[0][2]
     out = {"label": label, "seconds": round(secs, 3), "cassettes": n, "interactions": inter,
            "cassettes_per_s": round(n / secs, 1), "interactions_per_s": round(inter / secs, 1),
+           "cpu_s": round(cpu, 3), "interactions_per_cpu_s": round(inter / cpu, 1) if cpu else None,
            "spread_s": [round(r[0], 3) for r in runs]}
     print(f"  {label}: {out['cassettes_per_s']} cassettes/s, {out['interactions_per_s']} interactions/s "
-          f"({n} cassettes in {secs:.2f} s)", flush=True)
+          f"({n} cassettes in {secs:.2f} s; {out['interactions_per_cpu_s']} interactions per CPU-second of the "
+          f"analysing processes)", flush=True)
     return out
 
 
@@ -166,13 +180,13 @@ def gateway(endpoint: str, sessions: int, requests: int, clients: int) -> dict:
                     r = c.post(f"http://spoolproxy.control/sessions/{sid}/end")
                     assert r.json()["ok"], r.text
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _proc_cpu(serve.pid)
         threads = [threading.Thread(target=worker) for _ in range(clients)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(600)
-        secs = time.perf_counter() - t0
+        secs, cpu = time.perf_counter() - t0, _proc_cpu(serve.pid) - c0
         published = len(s3fs.S3FileSystem(endpoint_url=endpoint, skip_instance_cache=True).find("gw-bench/runs"))
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
@@ -181,10 +195,55 @@ def gateway(endpoint: str, sessions: int, requests: int, clients: int) -> dict:
         shutil.rmtree(home, ignore_errors=True)
     out = {"sessions": sessions, "requests_per_session": requests, "clients": clients, "seconds": round(secs, 2),
            "requests_per_s": round(sessions * requests / secs, 1), "sessions_per_s": round(sessions / secs, 2),
-           "published": published}
+           "published": published, "gateway_cpu_s": round(cpu, 2),
+           "requests_per_gateway_cpu_s": round(sessions * requests / cpu, 1) if cpu else None}
     print(f"  gateway: {out['requests_per_s']} requests/s, {out['sessions_per_s']} sessions/s "
-          f"({sessions} sessions x {requests} requests, {clients} clients, {published} cassettes in S3)", flush=True)
+          f"({sessions} sessions x {requests} requests, {clients} clients, {published} cassettes in S3; "
+          f"{out['requests_per_gateway_cpu_s']} requests per CPU-second of the gateway process)", flush=True)
     return out
+
+
+def _proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def detect_part(tmp: Path, args, endpoint: str, options: dict) -> dict:
+    """The distributed-detect measurements (see the module docstring)."""
+    from spoolproxy.scale.engine import DaskEngine, LocalEngine
+
+    results: dict = {}
+    n, size = make_corpus(tmp / "corpus", args.copies)
+    import s3fs
+
+    fs = s3fs.S3FileSystem(endpoint_url=endpoint, skip_instance_cache=True)
+    fs.mkdir("bench")
+    t0 = time.perf_counter()
+    fs.put(str(tmp / "corpus") + "/", "bench/corpus/", recursive=True)
+    results["corpus"] = {"cassettes": n, "bytes": size, "upload_s": round(time.perf_counter() - t0, 2)}
+    print(f"corpus: {n} cassettes, {size / 1e6:.1f} MB, uploaded to moto S3 in {results['corpus']['upload_s']} s")
+    local, s3 = [str(tmp / "corpus")], ["s3://bench/corpus"]
+    results["startup_s"] = {f"dask_{w}": cluster_startup(w) for w in (1, 2)}
+    print(f"  Dask LocalCluster start-up: {results['startup_s']}")
+    results["detect"] = [
+        measure("local engine, 1 process, local disk", local, LocalEngine(1), options, args.repeat),
+        measure("local engine, 1 process, S3", s3, LocalEngine(1), options, args.repeat),
+        measure("dask, 1 worker, S3", s3, DaskEngine(workers=1), options, args.repeat),
+        measure("dask, 2 workers, S3", s3, DaskEngine(workers=2), options, args.repeat),
+        measure("dask, 1 worker, local disk", local, DaskEngine(workers=1), options, args.repeat),
+        measure("dask, 2 workers, local disk", local, DaskEngine(workers=2), options, args.repeat),
+    ]
+    from spoolproxy.scale.parquet import write_rows
+    from spoolproxy.scale.pipeline import analyse, cassette_items
+
+    with LocalEngine(1) as eng:  # one copy: distinct runs (copies would compress to nothing)
+        table = tmp / "findings.parquet"
+        rows = write_rows(analyse(cassette_items([local[0] + "/copy00"]), eng), table)
+    results["parquet"] = {"rows": rows, "bytes": table.stat().st_size,
+                          "bytes_per_row": round(table.stat().st_size / rows, 1)}
+    print(f"  Parquet: {results['parquet']['bytes_per_row']} bytes per run")
+    return results
 
 
 def main() -> None:
@@ -195,10 +254,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=10)
     ap.add_argument("--clients", type=int, default=6)
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "scale.json")
+    ap.add_argument("--only", choices=("detect", "gateway"), default=None, help="run one part only")
     args = ap.parse_args()
     os.environ.update(S3_ENV)
-    from spoolproxy.scale.engine import DaskEngine, LocalEngine
-
     load0 = os.getloadavg()
     moto, port = _spawn(_MOTO)
     endpoint = f"http://127.0.0.1:{port}"
@@ -206,35 +264,10 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="spoolproxy-bench-scale-"))
     results: dict = {"load_start": [round(x, 2) for x in load0], "cores": os.cpu_count()}
     try:
-        n, size = make_corpus(tmp / "corpus", args.copies)
-        import s3fs
-
-        fs = s3fs.S3FileSystem(endpoint_url=endpoint, skip_instance_cache=True)
-        fs.mkdir("bench")
-        t0 = time.perf_counter()
-        fs.put(str(tmp / "corpus") + "/", "bench/corpus/", recursive=True)
-        results["corpus"] = {"cassettes": n, "bytes": size, "upload_s": round(time.perf_counter() - t0, 2)}
-        print(f"corpus: {n} cassettes, {size / 1e6:.1f} MB, uploaded to moto S3 in {results['corpus']['upload_s']} s")
-        local, s3 = [str(tmp / "corpus")], ["s3://bench/corpus"]
-        results["startup_s"] = {f"dask_{w}": cluster_startup(w) for w in (1, 2)}
-        print(f"  Dask LocalCluster start-up: {results['startup_s']}")
-        results["detect"] = [
-            measure("local engine, 1 process, local disk", local, LocalEngine(1), options, args.repeat),
-            measure("local engine, 1 process, S3", s3, LocalEngine(1), options, args.repeat),
-            measure("dask, 1 worker, S3", s3, DaskEngine(workers=1), options, args.repeat),
-            measure("dask, 2 workers, S3", s3, DaskEngine(workers=2), options, args.repeat),
-            measure("dask, 2 workers, local disk", local, DaskEngine(workers=2), options, args.repeat),
-        ]
-        from spoolproxy.scale.parquet import write_rows
-        from spoolproxy.scale.pipeline import analyse, cassette_items
-
-        with LocalEngine(1) as eng:
-            table = tmp / "findings.parquet"
-            rows = write_rows(analyse(cassette_items(local), eng), table)
-        results["parquet"] = {"rows": rows, "bytes": table.stat().st_size,
-                              "bytes_per_row": round(table.stat().st_size / rows, 1)}
-        print(f"  Parquet: {results['parquet']['bytes_per_row']} bytes per run")
-        results["gateway"] = gateway(endpoint, args.sessions, args.requests, args.clients)
+        if args.only != "gateway":
+            results.update(detect_part(tmp, args, endpoint, options))
+        if args.only != "detect":
+            results["gateway"] = gateway(endpoint, args.sessions, args.requests, args.clients)
     finally:
         moto.kill()
         shutil.rmtree(tmp, ignore_errors=True)
