@@ -144,7 +144,8 @@ def test_without_the_scale_extra_dask_is_one_line_saying_what_to_install(tmp_pat
     """A real interpreter where ``distributed`` cannot be imported (as without the extra)."""
     blocker = tmp_path / "block"
     (blocker / "distributed").mkdir(parents=True)
-    (blocker / "distributed" / "__init__.py").write_text("raise ImportError('No module named distributed')\n")
+    (blocker / "distributed" / "__init__.py").write_text(
+        "raise ModuleNotFoundError('No module named distributed', name='distributed')\n")
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "run.yaml").write_text("version: 1\ninteractions: []\n")
     env = {**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{REPO}"}

@@ -74,7 +74,7 @@ class DaskEngine:
 
     name = "dask"
 
-    def __init__(self, scheduler: str | None = None, workers: int | None = None, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, scheduler: str | None = None, workers: int | None = None, *, timeout_s: float = 10.0) -> None:
         if workers is not None and workers < 1:
             raise UsageError("--workers must be at least 1")
         if scheduler and workers:
