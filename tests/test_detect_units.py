@@ -28,10 +28,11 @@ def one(report, kind):
     return fs[0]
 
 
-def test_kinds_are_exactly_the_documented_fourteen():
+def test_kinds_are_exactly_the_documented_fifteen():
     assert sorted(KINDS) == sorted(["http_error", "retry_storm", "tool_error_ignored", "html_error_page", "tool_loop",
                                     "invalid_tool_arguments", "unknown_tool", "truncated_output", "stream_incomplete",
-                                    "empty_output", "refusal", "duplicate_side_effect", "no_final_answer", "budget_exceeded"])
+                                    "empty_output", "refusal", "duplicate_side_effect", "no_final_answer", "budget_exceeded",
+                                    "tls_rejected"])
 
 
 # -- tool_loop ------------------------------------------------------------------------

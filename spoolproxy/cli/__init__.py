@@ -25,12 +25,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("import_", "Turn HAR, mitmproxy flow, message-log or OTLP files into cassettes."),
     "show": ("show", "Show a cassette as an agent transcript timeline."),
     "detect": ("detect", "Flag failing agent runs in cassettes, with evidence."),
+    "check": ("check", "Run the user checks (oracles) on stored cassettes."),
     "export-test": ("export_test", "Turn failing runs into regression test cases."),
     "annotate": ("annotate", "Set a test case's status (pending/confirmed/rejected)."),
     "test": ("testrun", "Run the regression suite: passes / still_fails / fails_differently."),
+    "fork": ("fork", "Rerun a recorded run from interaction N with patches, the model live."),
+    "diff": ("diff", "Compare two runs: relation, totals, step alignment, first divergence."),
+    "verify": ("verify", "Verify a patch: K patched vs K control trials live, past good runs, verdict."),
     "cluster": ("cluster", "Group failing runs by root cause, biggest first."),
     "report": ("report", "Write one run as a self-contained HTML report."),
     "dashboard": ("dashboard", "Write an HTML dashboard of many runs: pass rate, clusters, tests."),
+    "mcp": ("mcp", "Serve the triage tools to an MCP client (Claude Code, Claude Desktop) over stdio."),
     "serve": ("serve", "Record many concurrent agent sessions, one cassette each, into a store."),
 }
 

@@ -11,6 +11,10 @@ Cluster first: ``--cluster ID`` applies the same change to every case of that fa
 cluster (the suite's cases clustered as ``spoolproxy cluster SUITE`` does; an id prefix
 is enough); with no CASE and no change, ``annotate`` lists the pending cases by cluster,
 biggest first, each cluster with the command that confirms it.
+
+``--learn-from PASSING_CASSETTE`` (or ``pinned``: the case's pinned run, when ``spoolproxy
+test --pin`` made one) diffs the case's failing run against a passing run of the same task
+and proposes assertions; the accepted ones (prompt, or ``--accept-learned``) are added.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import click
 from ..errors import SpoolError, UsageError
 from ..suite.files import DEFAULT_SUITE
 from ..suite.model import STATUSES
+from .learn_review import learn_options, pinned_sibling, review
 from .suite_options import assertion_options
 from .triage_options import triage_options
 
@@ -54,21 +59,24 @@ def _case_path(arg: str, suite_dir: Path) -> Path:
 @click.option("--clear-match-options", is_flag=True, help="Empty the case's match_options before adding.")
 @click.option("--clear-assertions", is_flag=True, help="Reset assertions to the default before adding.")
 @triage_options
-def command(cases, cluster_id, suite_dir, status, contains, matches, tools, max_llm_calls, live, match, normalize,
-            ignore_json_path, match_header, clear_match_options, clear_assertions, triage) -> None:
+@learn_options
+def command(cases, cluster_id, suite_dir, status, contains, matches, tools, max_llm_calls, max_tool_calls, live, match,
+            normalize, ignore_json_path, match_header, clear_match_options, clear_assertions, triage, learn_from,
+            accept_learned) -> None:
     """Set the status (pending/confirmed/rejected) and assertions of test cases, one by one or a
     whole failure cluster at once; with no CASE, list the pending cases by cluster."""
-    from pydantic import ValidationError
-
+    from ..suite.annotate import CaseChange, apply_change, describe_assertions
     from ..suite.files import load_case, save_case
-    from ..suite.model import Assertions
 
-    change = (status or contains or matches or tools or max_llm_calls is not None or live or match or clear_assertions
-              or normalize or ignore_json_path or match_header or clear_match_options)
-    if not cases and not cluster_id and not change:
+    change = CaseChange(status=status, contains=tuple(contains), matches=matches, tools=tuple(tools),
+                        max_llm_calls=max_llm_calls, max_tool_calls=max_tool_calls, live=tuple(live), match=match,
+                        normalize=tuple(normalize), ignore_json_paths=tuple(ignore_json_path),
+                        match_headers=tuple(match_header), clear_match_options=clear_match_options,
+                        clear_assertions=clear_assertions)
+    if not cases and not cluster_id and change.is_empty() and not learn_from:
         _list_pending(suite_dir, triage)
         return
-    if not change:
+    if change.is_empty() and not learn_from:
         raise UsageError("nothing to change: give --status confirmed|rejected|pending, an assertion flag "
                          "or a matching flag (--normalize, --ignore-json-path)")
     paths = [_case_path(arg, suite_dir) for arg in cases]
@@ -78,41 +86,41 @@ def command(cases, cluster_id, suite_dir, status, contains, matches, tools, max_
         raise UsageError("name the cases to change (CASE... or --cluster ID); `spoolproxy annotate` alone lists "
                          "the pending ones by cluster")
     for path in paths:
-        case = load_case(path)
-        a = Assertions() if clear_assertions else case.assertions.model_copy(deep=True)
-        a.final_answer_contains = [*a.final_answer_contains, *(t for t in contains if t not in a.final_answer_contains)]
-        a.tools_called = [*a.tools_called, *(t for t in tools if t not in a.tools_called)]
-        if matches is not None:
-            a.final_answer_matches = matches
-        if max_llm_calls is not None:
-            a.max_llm_calls = max_llm_calls
-        update: dict = {"assertions": a}
-        if status:
-            update["status"] = status
-        if match:
-            update["match"] = match
-        if normalize or ignore_json_path or match_header or clear_match_options:
-            m = {"normalize": [], "ignore_json_paths": [], "match_headers": []} if clear_match_options \
-                else case.match_options.model_dump()
-            for key, values in (("normalize", normalize), ("ignore_json_paths", ignore_json_path),
-                                ("match_headers", match_header)):
-                m[key] = [*m[key], *(v for v in values if v not in m[key])]
-            update["match_options"] = m
-        if live:
-            update["routing"] = case.routing.model_copy(update={"live": list(live)})
-        try:
-            new = type(case).model_validate({**case.model_dump(), **{k: (v.model_dump() if hasattr(v, "model_dump") else v)
-                                                                       for k, v in update.items()}})
-        except ValidationError as exc:
-            from ..suite.model import validation_message
-
-            raise UsageError(validation_message(path, exc)) from None
+        new = apply_change(load_case(path), change, path)
+        if learn_from is not None:
+            learned = _learned(new, path, suite_dir, learn_from, accept_learned, new.assertions)
+            new = new.model_copy(update={"assertions": learned})
         save_case(new, path)
         m = new.match_options
         opts = [*(f"normalize /{r}/" for r in m.normalize), *(f"ignore {p}" for p in m.ignore_json_paths),
                 *(f"match header {h}" for h in m.match_headers)]
-        click.echo(f"{path}: status {new.status}" + (f"; assertions: {_describe(new.assertions)}" if _describe(new.assertions) else "")
+        said = describe_assertions(new.assertions)
+        click.echo(f"{path}: status {new.status}" + (f"; assertions: {said}" if said else "")
                    + (f"; matching: {', '.join(opts)}" if opts else ""))
+
+
+def _learned(case, path: Path, suite_dir: Path, learn_from: str, accept, assertions):
+    """The case's assertions plus the learned ones the reviewer accepts."""
+    from ..config import find_config
+    from ..detectors import load_detect_config
+    from ..suite.files import project_root
+
+    root = project_root(path.parent)
+    failing = root / (case.failing_cassette or case.cassette)
+    if learn_from == "pinned":
+        if case.failing_cassette:
+            passing = root / case.cassette
+        else:
+            passing = pinned_sibling(failing)
+    else:
+        passing = Path(learn_from)
+    if not passing.is_file():
+        raise UsageError(f"--learn-from: no passing run at {passing}; name a passing cassette of the same task")
+    if passing.resolve() == failing.resolve():
+        raise UsageError(f"--learn-from {passing}: that is the case's failing run; name a passing run")
+    cfg = load_detect_config(find_config(root))
+    new, _added = review(failing, passing, assertions, accept, config=cfg)
+    return new
 
 
 def _clustering(suite_dir: Path, triage):
@@ -167,12 +175,3 @@ def _list_pending(suite_dir: Path, triage) -> None:
     if not shown:
         click.echo(f"no pending case in {suite_dir}: every case is confirmed or rejected")
 
-
-def _describe(a) -> str:
-    parts = [f"contains {t!r}" for t in a.final_answer_contains]
-    if a.final_answer_matches:
-        parts.append(f"matches /{a.final_answer_matches}/")
-    parts += [f"calls {t}" for t in a.tools_called]
-    if a.max_llm_calls is not None:
-        parts.append(f"<= {a.max_llm_calls} LLM calls")
-    return ", ".join(parts)

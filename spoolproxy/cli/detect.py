@@ -12,7 +12,12 @@ Output: a table of findings per cassette, or with ``--json`` one JSON object per
 per line (JSON Lines)::
 
     {"cassette": "...", "verdict": "pass"|"fail", "findings": [{"kind", "severity",
-     "interactions": [0-based], "message", "evidence": [{"interaction", "path", "quote"}]}]}
+     "interactions": [0-based], "message", "evidence": [{"interaction", "path", "quote"}]}],
+     "cost": {"usd", "calls", "unpriced_models", "sources", "prices_as_of"},
+     "checks": [{"name", "status", "severity", "message", "interactions", "duration_ms", "exit_code"}]}
+
+The project's ``[[checks]]`` (user checks, :mod:`spoolproxy.checks`) run on every cassette;
+one that fails, crashes or times out is a ``check_failed`` finding at its severity.
 
 ``--jobs N`` loads and analyzes cassettes in N worker processes (output order unchanged).
 PATH may also be a store URL (``s3://bucket/prefix``, every cassette under it) or a
@@ -205,7 +210,12 @@ def _print_report(console, report, min_rank: int, n: int) -> None:
 
     verdict = "[bold red]FAIL[/]" if report.verdict == "fail" else "[green]pass[/]"
     shown = [f for f in report.findings if SEVERITY_RANK[f.severity] >= min_rank]
-    console.print(f"{verdict} {escape(report.cassette or '')} [dim]({n} interactions, {len(report.findings)} findings)[/]")
+    cost = ""
+    if report.cost is not None and report.cost.calls:
+        from .show import usd
+
+        cost = f", cost {usd(report.cost.usd)}"
+    console.print(f"{verdict} {escape(report.cassette or '')} [dim]({n} interactions, {len(report.findings)} findings{cost})[/]")
     if not shown:
         return
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=True)

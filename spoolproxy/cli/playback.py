@@ -20,6 +20,7 @@ the report as misses (:mod:`spoolproxy.replayer.blocked`).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .. import config
 from ..errors import SpoolError, UsageError
 from .common import COMMAND_CONTEXT, ProxySettings, proxy_options, run_session
+from .guard_options import guard_options, make_guard
 
 STRICT_EXIT = 3
 
@@ -61,6 +63,7 @@ def _table(path) -> PlaybackTable:
 
 @click.command(context_settings=COMMAND_CONTEXT, short_help="Serve cassettes to a command, offline, with explained misses.")
 @proxy_options
+@guard_options
 @click.option("--cassette", "-c", "cassettes", multiple=True, type=click.Path(), metavar="PATH",
               help="Cassette file or directory of cassettes to serve (repeatable).")
 @click.option("--match", type=click.Choice(["default", "exact"]), default=None,
@@ -82,7 +85,7 @@ def _table(path) -> PlaybackTable:
               help="Run CMD in a network namespace where the proxy is the only reachable endpoint (Linux): a client "
               "that ignores the proxy variables fails at once and the summary names the host it tried.")
 def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignore_json_path, normalize,
-            match_header, realtime, record_mode, live, report_path, skip_bad, isolate) -> None:
+            match_header, realtime, record_mode, live, report_path, skip_bad, isolate, guard_flags) -> None:
     """Serve cassettes so CMD re-runs offline; every miss and divergence is explained.
 
     \b
@@ -90,16 +93,21 @@ def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignor
       spoolproxy playback -c cassettes/ --strict -- pytest -x
       spoolproxy playback -c run.yaml --normalize '\\d{4}-\\d{2}-\\d{2}' -- python agent.py
       spoolproxy playback -c run.yaml --live 'api.openai.com' -- python agent.py
+      spoolproxy playback -c run.yaml --live 'api.openai.com' --max-cost 0.20 --circuit-breaker -- python agent.py
       spoolproxy playback -c cassettes/ --isolate -- node agent.js   # no silent network
       spoolproxy playback -c cassettes/          # standalone: prints export lines
+
+    Budgets (--max-...) and --circuit-breaker apply to the live traffic (--live hosts,
+    new_episodes); served interactions cost nothing.  A recorded circuit-breaker refusal is
+    served like any response, and stops later live model requests too.
     """
     serve(proxy, cassettes, match, strict, allow_repeats, ignore_json_path, normalize, match_header, realtime,
-          record_mode, live, report_path, skip_bad, isolate)
+          record_mode, live, report_path, skip_bad, isolate, guard_flags)
 
 
 def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_repeats=None, ignore_json_path=(),
           normalize=(), match_header=(), realtime=None, record_mode=None, live=(), report_path=None,
-          skip_bad=False, isolate=None) -> None:
+          skip_bad=False, isolate=None, guard_flags=None) -> None:
     """Run playback with these settings (the body of ``spoolproxy playback``; ``record
     --record-mode once|new_episodes|none`` calls it too).  Exits through SystemExit with
     the status :func:`exit_status` picks (CMD's non-zero status wins over STRICT_EXIT)."""
@@ -114,6 +122,7 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
         raise UsageError("give at least one --cassette PATH (a cassette file or a directory of cassettes)")
     redact_table = config.section("redact", proxy.config)
     redactor = Redactor.from_config(redact_table)
+    redactor.learn_env(os.environ)  # the child's *_API_KEY/*_TOKEN/*_SECRET: never in a report or recording
     cfg = PlaybackConfig(
         cassettes=paths,
         match=match or t.match or "default",  # type: ignore[arg-type]
@@ -142,10 +151,16 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
     from ..replayer.addon import Playback  # imports mitmproxy: only once the cassettes are good
 
     addons: list[object] = [Playback(session)]
-    recorder = None
+    recorder = guard = None
     if cfg.live or mode in ("new_episodes", "all") or session.recording_new:
         recorder = _live_recorder(paths, cfg, session, redactor)
+        guard, guard_addon = make_guard(guard_flags or {}, proxy.config, live_only=True)
+        if guard_addon is not None:  # after playback (which marks live flows), before the live recorder
+            addons.append(guard_addon)
+            recorder.recorder.observers.append(guard_addon.observe)
         addons.append(recorder)
+    elif guard_flags and any(v is not None for v in guard_flags.values()):
+        say("spoolproxy: note: budgets and --circuit-breaker apply to live traffic; nothing is live here (use --live)")
     runner = proxy.make_runner(addons, options={"connection_strategy": "lazy", "upstream_cert": False})
     isolation = _isolation(bool(isolate if isolate is not None else t.isolate), proxy)
     if isolation is None and proxy.command:
@@ -167,12 +182,12 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
     except SpoolError:
         if not _started(runner):  # port in use etc.: just the one error line
             raise
-        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, isolation)
+        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation, guard)
         raise
     except BaseException:
-        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, isolation)
+        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation, guard)
         raise
-    report = _finish(recorder, runner, code, session, cfg, report_path, proxy, say, isolation)
+    report = _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation, guard)
     raise SystemExit(exit_status(code, strict, report, say))
 
 
@@ -216,13 +231,16 @@ def _isolation(wanted: bool, proxy: ProxySettings):
     return Isolation([])
 
 
-def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, isolation=None):
-    """Merge live recordings, write --report, print the report; returns the report."""
+def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation=None, guard=None):
+    """Merge live recordings, write --report, print the report (both redacted); returns the report."""
     if recorder is not None and _started(runner):
-        target, added = recorder.finish(exit_code=code)
+        target, added = recorder.finish(exit_code=code, extra=guard.meta() if guard is not None else None)
         if added:
             say(f"spoolproxy: recorded {added} live interaction{'s' if added != 1 else ''} into {target}")
+    for line in guard.summary_lines() if guard is not None else []:
+        say(f"spoolproxy: {line}")
     report = session.report()
+    redactor.absorb(session.fingerprinter.learner)  # credentials the live requests carried
     if isolation is not None:
         from ..replayer.blocked import add_blocked
 
@@ -230,12 +248,12 @@ def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, isola
     if cfg.live:
         report.unused = [u for u in report.unused if not session.is_live_host(_host(u.uri))]
     if report_path:
-        report.write(report_path)
+        report.write(report_path, redactor)
     if proxy.quiet:
         if not report.clean:
             click.echo(report.summary_line(), err=True)
     else:
-        click.echo(report.render(), err=True)
+        click.echo(redactor.text(report.render()), err=True)
     return report
 
 

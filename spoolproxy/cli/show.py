@@ -2,10 +2,13 @@
 
 One row per interaction: index, kind (llm / mcp / http), provider and model or host, a
 summary (the model's text or tool calls, the tool's status and size, the MCP method),
-tokens, duration (ms, spoolproxy recordings only) and the findings that concern it.  Below:
-the final answer, token totals, the cost estimate (from a dated price table; unknown
-models give no cost) and the verdict.  ``--json`` prints the whole transcript and report
-as one JSON object ``{"transcript": ..., "report": ...}``.
+tokens, cost in USD (``?`` for a model no price source knows), duration (ms, spoolproxy
+recordings only) and the findings that concern it.  Below: the final answer, token totals,
+the run's cost (and where the prices came from), the user checks' results, where a circuit
+breaker stopped the run, and the verdict.  ``--json`` prints the run document
+(:mod:`spoolproxy.detectors.document`: ``{"schema_version", "cassette", "meta",
+"transcript", "report"}``, JSON Schema in ``spoolproxy/detectors/transcript.schema.json``),
+the same JSON user checks read on stdin.
 """
 
 from __future__ import annotations
@@ -25,23 +28,24 @@ STYLE = {"info": "dim", "warn": "yellow", "error": "bold red", "critical": "bold
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("cassette", type=click.Path())
-@click.option("--json", "as_json", is_flag=True, help="Print the transcript and report as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the run document as JSON (schema: spoolproxy/detectors/transcript.schema.json).")
 @click.option("--width", type=int, default=None, help="Terminal width for the table (default: detected).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="spoolproxy.toml to read [detect] from (default: the usual lookup).")
 def command(cassette: str, as_json: bool, width: int | None, config_path: str | None) -> None:
     """Show a cassette as an agent transcript timeline, with findings inline."""
     from ..detectors import analyze, build_transcript, load_detect_config
+    from ..detectors.document import run_document
 
     cfg = load_detect_config(config_path)
     cas = load(cassette)
     t = build_transcript(cas, cfg)
     report = analyze(cas, cfg, transcript=t)
     if as_json:
-        doc = {"transcript": t.model_dump(mode="json", by_alias=True), "report": report.model_dump(mode="json")}
-        sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(json.dumps(run_document(cas, t, report), ensure_ascii=False, indent=2) + "\n")
         return
-    _render(t, report, cassette, width)
+    _render(t, report, cassette, width, cas.meta.extra)
 
 
 def summary(step) -> str:
@@ -82,7 +86,16 @@ def summary(step) -> str:
     return f"{step.method} {path} -> {status} {step.content_type} {h.body_size if h else 0}B{served}"
 
 
-def _render(t, report, name: str, width: int | None) -> None:
+def usd(value: float | None) -> str:
+    """``$0.0012``-style money with enough digits for small per-call amounts; ``?`` for unknown."""
+    if value is None:
+        return "?"
+    if value == 0:
+        return "$0"
+    return f"${value:.4f}" if value >= 0.01 else f"${value:.6f}"
+
+
+def _render(t, report, name: str, width: int | None, extra: dict | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -97,34 +110,62 @@ def _render(t, report, name: str, width: int | None) -> None:
     for s in t.steps:
         who = f"{s.llm.provider}/{s.llm.model or '?'}" if s.llm else s.host
         tokens = str(s.llm.usage.total) if s.llm and s.llm.usage.total else ""
+        reported = s.llm is not None and (s.llm.usage.input_tokens is not None or s.llm.usage.output_tokens is not None)
+        cost = usd(s.llm.cost_usd) if reported else ""
         ms = f"{s.duration_ms:.0f}" if s.duration_ms is not None else ""
         fs = [(f"{MARK[f.severity]}{f.kind}", STYLE[f.severity]) for f in by_step.get(s.index, [])]
-        rows.append((str(s.index), s.kind, escape(who), escape(summary(s)), tokens, ms, fs))
-    longest_finding = max((len(label) for r in rows for label, _ in r[6]), default=8)
+        rows.append((str(s.index), s.kind, escape(who), escape(summary(s)), tokens, cost, ms, fs))
+    longest_finding = max((len(label) for r in rows for label, _ in r[7]), default=8)
     # identifiers (model names, hosts, numbers, finding kinds) never wrap mid-word: too long ->
     # ellipsis; the summary column takes the remaining width and wraps.  Empty columns (no
     # tokens, no per-request clock in vcrpy cassettes, no findings) are left out.
     columns = (("#", {"justify": "right", "no_wrap": True}), ("kind", {"no_wrap": True}),
                ("who", {"no_wrap": True, "overflow": "ellipsis", "max_width": max(18, min(34, console.width // 4))}),
                ("summary", {"overflow": "fold", "ratio": 1, "min_width": 20}),
-               ("tokens", {"justify": "right", "no_wrap": True}), ("ms", {"justify": "right", "no_wrap": True}),
+               ("tokens", {"justify": "right", "no_wrap": True}), ("cost", {"justify": "right", "no_wrap": True}),
+               ("ms", {"justify": "right", "no_wrap": True}),
                ("findings", {"no_wrap": True, "overflow": "ellipsis", "min_width": min(longest_finding, 23)}))
     keep = [i for i in range(len(columns)) if i < 4 or any(r[i] for r in rows)]
     for i in keep:
         table.add_column(columns[i][0], **columns[i][1])
     for r in rows:
-        cells = [*r[:6], "\n".join(f"[{style}]{label}[/]" for label, style in r[6])]
+        cells = [*r[:7], "\n".join(f"[{style}]{label}[/]" for label, style in r[7])]
         table.add_row(*(cells[i] for i in keep))
     console.print(table)
     fa = t.final_answer
     console.print(f"[bold]final answer[/] (#{fa.interaction}): {escape(fa.text.strip()[:300])}" if fa else
                   "[bold]final answer[/]: [red]none[/]")
-    cost = (f"${t.cost_usd:.4f} (prices as of {t.price_table_date})" if t.cost_usd is not None
-            else "none (no tokens reported)" if not t.total_tokens else "unknown (a model is not in the price table)")
-    console.print(f"[bold]tokens[/]: {t.input_tokens} in, {t.output_tokens} out, {t.total_tokens} total; [bold]cost[/]: {cost}")
+    console.print(f"[bold]tokens[/]: {t.input_tokens} in, {t.output_tokens} out, {t.total_tokens} total; "
+                  f"[bold]cost[/]: {escape(cost_line(t))}")
+    for line in breaker_lines(extra or {}):
+        console.print(f"[bold red]{escape(line)}[/]")
+    for c in report.checks:
+        style = "green" if c.status == "pass" else STYLE[c.severity]
+        console.print(f"[bold]check[/] {escape(c.name)}: [{style}]{c.status}[/]"
+                      + (f" ({escape(c.message[:200])})" if c.message else "") + f" [dim]{c.duration_ms:.0f} ms[/]")
     verdict = "[bold red]FAIL[/]" if report.verdict == "fail" else "[green]pass[/]"
     console.print(f"[bold]verdict[/]: {verdict}")
     for f in report.findings:
         console.print(f"  [{STYLE[f.severity]}]{f.severity:5}[/] {f.kind} at {ranges(f.interactions)}: {escape(f.message)}")
         for e in f.evidence:
             console.print(f"        [dim]#{e.interaction} {escape(e.path)}:[/] [cyan]{escape(repr(e.quote)[1:-1][:140])}[/]")
+
+
+def cost_line(t) -> str:
+    """The run's cost in one line: amount and price sources, or why it is unknown."""
+    if t.cost_usd is not None:
+        return f"{usd(t.cost_usd)} (prices: {', '.join(t.price_sources) or 'table ' + str(t.price_table_date)})"
+    if not t.total_tokens:
+        return "none (no tokens reported)"
+    return f"unknown: no price for {', '.join(t.unpriced_models)} (add it to [prices] in spoolproxy.toml)"
+
+
+def breaker_lines(extra: dict) -> list[str]:
+    """Where a circuit breaker stopped the recording (``meta.extra['circuit_breaker']``)."""
+    cb = extra.get("circuit_breaker")
+    if not isinstance(cb, dict):
+        return []
+    at = cb.get("interaction")
+    where = f"at interaction {at}" if at is not None else "before the next model request"
+    return [f"stopped by the circuit breaker {where}: {cb.get('reason', '?')}"
+            f" ({cb.get('refused', 0)} model request(s) refused)"]

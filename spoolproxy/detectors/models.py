@@ -61,11 +61,18 @@ class Message(BaseModel):
 
 
 class Usage(BaseModel):
-    """Token counts as the provider reported them (None when not reported)."""
+    """Token counts as the provider reported them (None when not reported).
+
+    ``input_tokens`` include prompt-cache reads and writes (OpenAI's convention; Anthropic's
+    separate counts are added in), which ``cache_read_tokens`` / ``cache_write_tokens``
+    break out when the provider reports them.
+    """
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     @property
     def total(self) -> int:
@@ -95,6 +102,9 @@ class ModelCall(BaseModel):
     ``api`` the wire format (openai-chat, openai-responses, anthropic-messages,
     gemini-generateContent, ollama-chat, ollama-generate, cohere-chat, bedrock-converse).
     ``error`` holds the provider's error message for non-2xx or in-stream errors.
+    ``cost_usd`` is this call's cost (None: unknown model or no usage reported) and
+    ``price_source`` where its price came from (``user``, ``local``, ``table <date>``,
+    ``litellm``; see :mod:`.pricing`).
     """
 
     provider: str
@@ -114,6 +124,8 @@ class ModelCall(BaseModel):
     stream: StreamInfo = Field(default_factory=StreamInfo)
     error: str | None = None
     error_code: str | None = None
+    cost_usd: float | None = None
+    price_source: str | None = None
 
 
 class McpCall(BaseModel):
@@ -194,8 +206,9 @@ class FinalAnswer(BaseModel):
 class Transcript(BaseModel):
     """The whole run: steps, tool results linked to their calls, final answer, totals.
 
-    ``cost_usd`` is None when any model call's model is missing from the dated price table
-    (:mod:`.pricing`), never a guess.
+    ``cost_usd`` (USD) is None when any model call that reported tokens has no known price
+    (its model is in ``unpriced_models``), never a guess; ``price_sources`` lists where the
+    prices came from (:mod:`.pricing`).
     """
 
     cassette: str | None = None
@@ -207,6 +220,8 @@ class Transcript(BaseModel):
     total_tokens: int = 0
     cost_usd: float | None = None
     price_table_date: str | None = None
+    unpriced_models: list[str] = Field(default_factory=list)
+    price_sources: list[str] = Field(default_factory=list)
 
     def llm_steps(self) -> list[Step]:
         return [s for s in self.steps if s.kind == "llm"]
@@ -232,9 +247,45 @@ class Finding(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
 
 
+class CheckResult(BaseModel):
+    """What one user check said about a run (see :mod:`spoolproxy.checks`).
+
+    ``status``: ``pass``; ``fail`` (exit status non-zero, a Python check returned False or
+    a message, or raised AssertionError); ``crashed`` (killed by a signal, could not start,
+    or a Python check raised another exception); ``timeout`` (still running after its
+    timeout, killed).  Anything but ``pass`` is a ``check_failed`` finding at ``severity``.
+    ``message``: the check's reason (its output, trimmed); ``interactions``: the ones it
+    named (a command may print ``{"reason": ..., "interactions": [...]}``); ``duration_ms``:
+    wall time.
+    """
+
+    name: str
+    status: Literal["pass", "fail", "crashed", "timeout"]
+    severity: Severity = "error"
+    message: str = ""
+    interactions: list[int] = Field(default_factory=list)
+    duration_ms: float = 0.0
+    exit_code: int | None = None
+
+
+class RunCost(BaseModel):
+    """A run's cost: ``usd`` (None when a priced call is unknown), ``calls`` model calls that
+    reported tokens, ``unpriced_models`` (models no price source knows), ``sources`` (where
+    the prices came from) and the built-in table's date ``prices_as_of``."""
+
+    usd: float | None = None
+    calls: int = 0
+    unpriced_models: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)
+    prices_as_of: str | None = None
+
+
 class Report(BaseModel):
-    """A cassette's verdict (``fail`` when any finding is error or critical) and findings."""
+    """A cassette's verdict (``fail`` when any finding is error or critical) and findings,
+    plus the run's ``cost`` and the results of the user ``checks`` that applied."""
 
     cassette: str | None = None
     verdict: Literal["pass", "fail"] = "pass"
     findings: list[Finding] = Field(default_factory=list)
+    cost: RunCost | None = None
+    checks: list[CheckResult] = Field(default_factory=list)

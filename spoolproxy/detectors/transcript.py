@@ -17,16 +17,19 @@ from ..cassettes.model import Cassette, parse_json
 from .adapters.common import content_type, header, split_uri
 from .adapters.registry import classify
 from .models import FinalAnswer, ModelCall, Step, ToolCall, ToolResult, Transcript
-from .pricing import PRICES_AS_OF, cost_usd
+from .pricing import PRICES_AS_OF, PriceBook, call_cost
 
 DEFAULT_OUTPUT_TOOLS = ("final_result*", "structured_output", "json_tool_call")
 
 
-def build_transcript(cassette: Cassette, output_tools: tuple[str, ...] | list[str] = DEFAULT_OUTPUT_TOOLS) -> Transcript:
+def build_transcript(cassette: Cassette, output_tools: tuple[str, ...] | list[str] = DEFAULT_OUTPUT_TOOLS,
+                     prices: PriceBook | None = None) -> Transcript:
     """The transcript of ``cassette`` (never raises on odd bodies).
 
     ``output_tools``: fnmatch patterns of tool names whose call *is* the final answer
     (structured output delivered through a tool, e.g. pydantic-ai's ``final_result``).
+    ``prices``: where call costs come from (default: the built-in table, local hosts $0,
+    LiteLLM's map when installed).
     """
     steps: list[Step] = []
     for i, it in enumerate(cassette.interactions):
@@ -42,7 +45,7 @@ def build_transcript(cassette: Cassette, output_tools: tuple[str, ...] | list[st
     _threads(cassette, t)
     _link_results(cassette, t)
     t.final_answer = _final_answer(t, tuple(output_tools))
-    _totals(t)
+    _totals(t, prices or PriceBook())
     return t
 
 
@@ -207,8 +210,11 @@ def _final_answer(t: Transcript, output_tools: tuple[str, ...]) -> FinalAnswer |
     return None
 
 
-def _totals(t: Transcript) -> None:
+def _totals(t: Transcript, prices: PriceBook) -> None:
+    """Token totals, each model call's cost and the run's (None once a call is unpriced)."""
     cost: float | None = 0.0
+    unpriced: dict[str, None] = {}
+    sources: dict[str, None] = {}
     for s in t.steps:
         c: ModelCall | None = s.llm
         if c is None:
@@ -219,6 +225,14 @@ def _totals(t: Transcript) -> None:
         t.total_tokens += u.total
         if u.input_tokens is None and u.output_tokens is None:
             continue
-        one = cost_usd(c.model, u.input_tokens, u.output_tokens)
-        cost = None if one is None or cost is None else cost + one
+        price = prices.price(c.model, host=s.host, provider=c.provider)
+        one = call_cost(price, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens)
+        if price is None or one is None:
+            unpriced[c.model or "(no model name)"] = None
+            cost = None
+            continue
+        c.cost_usd, c.price_source = round(one, 8), price.source
+        sources[price.source] = None
+        cost = None if cost is None else cost + one
+    t.unpriced_models, t.price_sources = list(unpriced), list(sources)
     t.cost_usd = round(cost, 6) if cost is not None and t.total_tokens else None

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from ..cassettes.model import Cassette, CassetteMeta
+from ..cassettes.model import CassetteMeta
 from ..cassettes.redact import Redactor
 from ..errors import SpoolError
 from ..store.publish import Publisher
@@ -141,7 +141,7 @@ class Gateway:
                             extra={GATEWAY_KEY: {"session": sid}})
         if self.tags or tags:
             meta.extra[TAGS_KEY] = {**self.tags, **tags}
-        rec = Recorder(self.publisher.local(local_key), meta=meta, redactor=self.redactor,
+        rec = Recorder(self.publisher.local(local_key), meta=meta, redactor=self.redactor.fork(),  # one per run
                        max_body_size=self.max_body_size, large_bodies=self.large_bodies,
                        upstream_errors=self.upstream_errors)
         try:
@@ -205,7 +205,7 @@ class Gateway:
         reason = sess.reason or "shutdown"
         rec = sess.recorder
         try:
-            cas = rec.finish(amend=lambda c: self._amend(c, sess, reason))
+            cas = rec.finish(extra=self._facts(sess, reason))
         except Exception as exc:  # noqa: BLE001 - the journal stays for 'spoolproxy recover'
             out = Published(sess.id, None, rec.count, reason, error=str(exc).splitlines()[0] if str(exc) else
                             type(exc).__name__, kept=rec.journal.path if rec.journal else None)
@@ -222,14 +222,16 @@ class Gateway:
                 logger.warning("spoolproxy: on_published failed: %s", exc)
         return out
 
-    def _amend(self, cas: Cassette, sess: _Session, reason: str) -> None:
+    def _facts(self, sess: _Session, reason: str) -> dict:
+        """The run-level facts the session's cassette gets in ``meta.extra`` (redacted by the
+        recorder): its tags (the gateway's, then the session's) and how it ended."""
+        facts: dict = {GATEWAY_KEY: {"session": sess.id, "ended": reason}}
+        if sess.bad_tags:
+            facts[GATEWAY_KEY]["malformed_tags"] = list(sess.bad_tags)
         tags = {**self.tags, **sess.tags}
         if tags:
-            cas.meta.extra[TAGS_KEY] = tags
-        facts = {"session": sess.id, "ended": reason}
-        if sess.bad_tags:
-            facts["malformed_tags"] = list(sess.bad_tags)
-        cas.meta.extra[GATEWAY_KEY] = facts
+            facts[TAGS_KEY] = tags
+        return facts
 
     # -- mitmproxy hooks -----------------------------------------------------------------
     def running(self) -> None:

@@ -88,9 +88,10 @@ class LiveRecorder:
         await _maybe(self.recorder.done())
 
     # -- the end ---------------------------------------------------------------------------
-    def finish(self, exit_code: int | None = None) -> tuple[Path, int]:
-        """Merge the live recording into the cassette; returns (path, new interactions)."""
-        new = self.recorder.finish(exit_code=exit_code)
+    def finish(self, exit_code: int | None = None, extra: dict | None = None) -> tuple[Path, int]:
+        """Merge the live recording into the cassette; returns (path, new interactions).
+        ``extra``: run-level facts for ``meta.extra`` (a guard's budget and stop)."""
+        new = self.recorder.finish(exit_code=exit_code, extra=extra)
         tmp = self.recorder.path
         if self.replace_all or not self.target.exists():
             merged = Cassette(interactions=new.interactions, meta=new.meta)
@@ -103,6 +104,8 @@ class LiveRecorder:
             merged = Cassette(interactions=[*keep, *new.interactions], meta=old.meta, source_format=old.source_format)
             if old.source_format != "spoolproxy":
                 merged.meta.recorder = merged.meta.recorder or "spoolproxy"
+        if extra and merged.meta is not new.meta:
+            merged.meta.extra.update(new.meta.extra)
         if new.interactions or self.replace_all:
             save(merged, self.target)
         try:

@@ -2,9 +2,10 @@
 
 :func:`schema` is the table (the row of :mod:`.rows`): run columns (``cassette``,
 ``verdict``, ``error``, ``interactions``, ``llm_calls``, ``tokens``, ``cost_usd``, ``when``,
-``tags`` as a map, ``commit``, ``providers``), the normalised root cause (``failure_*``) and
+``tags`` as a map, ``commit``, ``providers``), the normalised root cause (``failure_*``),
 ``findings`` as a list of structs ``{kind, severity, interactions, message, evidence:
-[{interaction, path, quote}]}``.  The file's metadata key ``spoolproxy`` says
+[{interaction, path, quote}]}``, the run's ``cost`` (a struct) and the user ``checks`` that
+applied (a list of structs).  The file's metadata key ``spoolproxy`` says
 ``{"table": "runs", "version": 1}``.  Query it with anything that reads Parquet, e.g. DuckDB::
 
     SELECT f.kind, count(*) FROM (SELECT unnest(findings) AS f FROM 'findings.parquet') GROUP BY 1;
@@ -45,13 +46,18 @@ def schema():
     finding = pa.struct([("kind", pa.string()), ("severity", pa.string()), ("interactions", pa.list_(pa.int32())),
                          ("message", pa.string()), ("evidence", pa.list_(evidence))])
     text = pa.string()
+    cost = pa.struct([("usd", pa.float64()), ("calls", pa.int32()), ("unpriced_models", pa.list_(text)),
+                      ("sources", pa.list_(text)), ("prices_as_of", text)])
+    check = pa.struct([("name", text), ("status", text), ("severity", text), ("message", text),
+                       ("interactions", pa.list_(pa.int32())), ("duration_ms", pa.float64()),
+                       ("exit_code", pa.int32())])
     return pa.schema(
         [("cassette", text), ("verdict", text), ("error", text), ("interactions", pa.int32()),
          ("llm_calls", pa.int32()), ("tokens", pa.int64()), ("cost_usd", pa.float64()),
          ("when", pa.timestamp("us", tz="UTC")), ("tags", pa.map_(text, text)), ("commit", text),
          ("providers", pa.list_(text)), ("failure_kind", text), ("failure_cause", text), ("failure_document", text),
          ("failure_message", text), ("failure_provider", text), ("failure_kinds", pa.list_(text)),
-         ("findings", pa.list_(finding))],
+         ("findings", pa.list_(finding)), ("cost", cost), ("checks", pa.list_(check))],
         metadata={"spoolproxy": json.dumps(TABLE_META)},
     )
 

@@ -17,7 +17,10 @@ A row is a plain dict (JSON- and Parquet-ready; :mod:`.parquet` gives its schema
      "failure_kind", "failure_cause", "failure_document", "failure_message",
      "failure_provider": str|None, "failure_kinds": [str],   # the normalised root cause
      "findings": [{"kind", "severity", "interactions": [int], "message",
-                   "evidence": [{"interaction", "path", "quote"}]}]}
+                   "evidence": [{"interaction", "path", "quote"}]}],
+     "cost": {"usd", "calls", "unpriced_models", "sources", "prices_as_of"}|None,
+     "checks": [{"name", "status", "severity", "message", "interactions", "duration_ms",
+                 "exit_code"}]}                  # the project's [[checks]] that applied
 """
 
 from __future__ import annotations
@@ -37,13 +40,18 @@ def empty_row(name: str, verdict: str, error: str | None = None) -> dict[str, An
     return {"cassette": name, "verdict": verdict, "error": error, "interactions": 0, "llm_calls": 0, "tokens": 0,
             "cost_usd": None, "when": None, "tags": {}, "commit": None, "providers": [], "failure_kind": None,
             "failure_cause": None, "failure_document": None, "failure_message": None, "failure_provider": None,
-            "failure_kinds": [], "findings": []}
+            "failure_kinds": [], "findings": [], "cost": None, "checks": []}
 
 
-def run_row(run) -> dict[str, Any]:
-    """The row of a :class:`~spoolproxy.triage.runs.Run` (its ``name`` is the cassette column)."""
+def run_row(run, report=None) -> dict[str, Any]:
+    """The row of a :class:`~spoolproxy.triage.runs.Run` (its ``name`` is the cassette
+    column); ``report``, the run's :class:`~spoolproxy.detectors.Report`, adds its cost and
+    user-check results."""
     f = run.failure
     row = empty_row(run.name, run.verdict)
+    if report is not None:
+        row.update(cost=report.cost.model_dump(mode="json") if report.cost is not None else None,
+                   checks=[c.model_dump(mode="json") for c in report.checks])
     row.update(interactions=run.interactions, llm_calls=run.llm_calls, tokens=run.tokens, cost_usd=run.cost_usd,
                when=run.when, tags=dict(run.tags), commit=run.commit, providers=list(run.providers),
                findings=[x.model_dump(mode="json") for x in run.findings])
@@ -53,22 +61,31 @@ def run_row(run) -> dict[str, Any]:
     return row
 
 
-def cassette_row(name: str, data: bytes, config=None) -> dict[str, Any]:
+def cassette_row(name: str, data: bytes, config=None, *, path: str | None = None) -> dict[str, Any]:
     """Analyse one cassette given as bytes (YAML, or JSON when ``name`` ends in ``.json``).
 
-    ``config``: a :class:`~spoolproxy.detectors.DetectConfig` (None: the defaults).  Never
+    ``config``: a :class:`~spoolproxy.detectors.DetectConfig` (None: the defaults);
+    ``path``: the cassette's local file, when it has one (user checks get it as
+    ``SPOOLPROXY_CASSETTE``, side bodies are found beside it).  Never
     raises for bad input: a corrupt cassette is an ``error`` row, a YAML/JSON file that is
     not a cassette a ``skip`` row, both with the one-line problem in ``error`` (so is a
     detector that fails on it: one bad run must not stop a job over a million)."""
+    from pathlib import Path
+
     from ..cassettes.storage import parse_text
+    from ..detectors import analyze, build_transcript
     from ..triage.runs import run_of
 
     try:
         cas = parse_text(data, name)
     except CassetteError as exc:
         return empty_row(name, SKIP if str(exc.problem).startswith(NOT_A_CASSETTE) else ERROR, str(exc))
+    if path is not None:
+        cas.path = Path(path)
     try:
-        return run_row(run_of(cas, None, name, config=config))
+        t = build_transcript(cas, config)
+        report = analyze(cas, config, transcript=t)
+        return run_row(run_of(cas, None, name, config=config, report=report, transcript=t), report)
     except Exception as exc:  # noqa: BLE001 - a detector bug: reported on this run's row
         return empty_row(name, ERROR, f"{name}: the detectors failed on this cassette ({type(exc).__name__}: "
                                       f"{str(exc).splitlines()[0] if str(exc) else ''}); please report it")
@@ -81,20 +98,24 @@ def batch_rows(items: Iterable[tuple[str, str]], config=None, options: dict[str,
     protocol needs a backend that is not installed (every row would fail)."""
     from ..store.fs import read_many
 
+    from ..store.fs import is_url
+
     items = list(items)
     out: list[dict] = []
-    for (name, _url), data in zip(items, read_many([u for _, u in items], options)):
+    for (name, url), data in zip(items, read_many([u for _, u in items], options)):
         if isinstance(data, CassetteError):
             out.append(empty_row(name, ERROR, str(data)))
         else:
-            out.append(cassette_row(name, data, config))
+            out.append(cassette_row(name, data, config, path=None if is_url(url) else url))
     return out
 
 
 def detect_doc(row: dict[str, Any]) -> dict[str, Any]:
     """The ``spoolproxy detect --json`` object of an analysed row:
-    ``{"cassette", "verdict", "findings"}`` (the :class:`~spoolproxy.detectors.Report` shape)."""
-    return {"cassette": row["cassette"], "verdict": row["verdict"], "findings": row["findings"]}
+    ``{"cassette", "verdict", "findings", "cost", "checks"}`` (the
+    :class:`~spoolproxy.detectors.Report` shape)."""
+    return {"cassette": row["cassette"], "verdict": row["verdict"], "findings": row["findings"],
+            "cost": row.get("cost"), "checks": row.get("checks") or []}
 
 
 def row_run(row: dict[str, Any]):

@@ -44,7 +44,7 @@ def environment():
     from .. import __version__
 
     env.globals.update(version=__version__, generated=None)
-    env.filters["money"] = lambda v: "unknown" if v is None else f"${v:,.4f}"
+    env.filters["money"] = lambda v: "unknown" if v is None else f"${v:,.4f}" if v == 0 or v >= 0.01 else f"${v:.6f}"
     env.filters["num"] = lambda v: "" if v is None else f"{v:,}"
     env.filters["ms"] = lambda v: "" if v is None else (f"{v:,.0f} ms" if v < 10_000 else f"{v / 1000:,.1f} s")
     return env

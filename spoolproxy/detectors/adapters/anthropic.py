@@ -68,6 +68,10 @@ def _usage(call: ModelCall, u: Any) -> None:
     inp = sum(v for k, v in u.items() if k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens") and isinstance(v, int))
     if "input_tokens" in u:
         call.usage.input_tokens = inp
+        if isinstance(u.get("cache_read_input_tokens"), int):
+            call.usage.cache_read_tokens = u["cache_read_input_tokens"]
+        if isinstance(u.get("cache_creation_input_tokens"), int):
+            call.usage.cache_write_tokens = u["cache_creation_input_tokens"]
     if isinstance(u.get("output_tokens"), int):
         call.usage.output_tokens = u["output_tokens"]
 

@@ -108,7 +108,8 @@ def parse(it: Interaction, provider: str = "gemini", req: Any = None) -> ModelCa
         if isinstance(u, dict):
             out_tokens = (safe_int(u.get("candidatesTokenCount")) or 0) + (safe_int(u.get("thoughtsTokenCount")) or 0)
             call.usage = Usage(input_tokens=safe_int(u.get("promptTokenCount")), output_tokens=out_tokens,
-                               total_tokens=safe_int(u.get("totalTokenCount")))
+                               total_tokens=safe_int(u.get("totalTokenCount")),
+                               cache_read_tokens=safe_int(u.get("cachedContentTokenCount")))
         pf = ch.get("promptFeedback")
         if isinstance(pf, dict) and pf.get("blockReason"):
             call.refusal = f"prompt blocked: {pf['blockReason']}"

@@ -121,8 +121,10 @@ def parse_tools(req: dict) -> list[ToolSpec]:
 def _usage(u: Any) -> Usage:
     if not isinstance(u, dict):
         return Usage()
+    details = u.get("prompt_tokens_details")
     return Usage(input_tokens=safe_int(u.get("prompt_tokens")), output_tokens=safe_int(u.get("completion_tokens")),
-                 total_tokens=safe_int(u.get("total_tokens")))
+                 total_tokens=safe_int(u.get("total_tokens")),
+                 cache_read_tokens=safe_int(details.get("cached_tokens")) if isinstance(details, dict) else None)
 
 
 def parse(it: Interaction, provider: str | None = None, req: Any = None) -> ModelCall:

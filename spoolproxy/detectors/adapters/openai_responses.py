@@ -80,8 +80,10 @@ def apply_response(call: ModelCall, doc: Any) -> None:
         call.error, call.error_code = error_of(doc)
     u = doc.get("usage")
     if isinstance(u, dict):
+        details = u.get("input_tokens_details")
         call.usage = Usage(input_tokens=safe_int(u.get("input_tokens")), output_tokens=safe_int(u.get("output_tokens")),
-                           total_tokens=safe_int(u.get("total_tokens")))
+                           total_tokens=safe_int(u.get("total_tokens")),
+                           cache_read_tokens=safe_int(details.get("cached_tokens")) if isinstance(details, dict) else None)
     text: list[str] = []
     reasoning: list[str] = []
     refusal: list[str] = []
