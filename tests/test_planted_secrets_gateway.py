@@ -31,12 +31,14 @@ from tests.planted.shapes import ENV_ONLY, build, forms
 
 from .scale_support import need_scale
 from .test_gateway import _start_serve
+from .test_scale import spool
 from .test_proxy_support import spool_home  # noqa: F401 (fixture)
 
 HERE = Path(__file__).resolve().parent
 
 
-def test_no_planted_secret_reaches_the_store_the_spool_the_parquet_or_any_output(tmp_path, spool_home):  # noqa: F811
+def test_no_planted_secret_reaches_the_store_the_spool_the_parquet_or_any_output(tmp_path, spool_home,  # noqa: F811
+                                                                                 capsys):
     need_scale()
     shapes = build(seed=15)
     secrets_file = tmp_path / "outside" / "secrets.json"
@@ -68,13 +70,13 @@ def test_no_planted_secret_reaches_the_store_the_spool_the_parquet_or_any_output
     outputs["serve: terminal"] = "\n".join(lines)
     table = tmp_path / "out" / "findings.parquet"
     for name, args in {"detect --json --parquet": ["detect", f"file://{store}", "--json", "--parquet", str(table)],
+                       "detect table": ["detect", f"file://{store}"],
                        "cluster (Parquet) --json": ["cluster", str(table), "--json", "-v"],
                        "dashboard --findings": ["dashboard", "--findings", str(table), "-o",
                                                 str(tmp_path / "out" / "site" / "index.html")]}.items():
-        run = subprocess.run([sys.executable, "-m", "spoolproxy", *args], capture_output=True, text=True, timeout=240,
-                             cwd=tmp_path)
-        assert run.returncode in (0, 1), run.stderr
-        outputs[name] = run.stdout + run.stderr
+        code, out, err = spool(capsys, *args)  # in-process: the same code paths, no interpreter start-up each
+        assert code in (0, 1), err
+        outputs[name] = out + err
     files = {str(f.relative_to(tmp_path)): f.read_bytes().decode("utf-8", "replace")
              for d in (store, spool, tmp_path / "out") for f in sorted(d.rglob("*")) if f.is_file()}
     assert any(".bodies/" in n for n in files), sorted(files)  # side bodies were published too
