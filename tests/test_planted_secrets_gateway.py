@@ -31,7 +31,7 @@ from tests.planted.shapes import ENV_ONLY, build, forms
 
 from .scale_support import need_scale
 from .test_gateway import _start_serve
-from .test_scale import spool
+from .test_scale import spool as run_cli_inprocess
 from .test_proxy_support import spool_home  # noqa: F401 (fixture)
 
 HERE = Path(__file__).resolve().parent
@@ -74,7 +74,7 @@ def test_no_planted_secret_reaches_the_store_the_spool_the_parquet_or_any_output
                        "cluster (Parquet) --json": ["cluster", str(table), "--json", "-v"],
                        "dashboard --findings": ["dashboard", "--findings", str(table), "-o",
                                                 str(tmp_path / "out" / "site" / "index.html")]}.items():
-        code, out, err = spool(capsys, *args)  # in-process: the same code paths, no interpreter start-up each
+        code, out, err = run_cli_inprocess(capsys, *args)  # in-process: the same code paths, no interpreter start-up each
         assert code in (0, 1), err
         outputs[name] = out + err
     files = {str(f.relative_to(tmp_path)): f.read_bytes().decode("utf-8", "replace")
