@@ -9,7 +9,6 @@ case-insensitive.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -17,6 +16,8 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from .jsonparse import loads
 
 HeaderDict = dict[str, list[str]]
 
@@ -164,10 +165,22 @@ def parse_json(body: bytes) -> Any:
     """``body`` parsed as JSON, or None when empty or not JSON."""
     if not body:
         return None
-    head = body.lstrip()[:1]
-    if head not in (b"{", b"[", b'"') and not head.isdigit() and head not in (b"-", b"t", b"f", b"n"):
+    head = body[:1]
+    if head in _WS:
+        body = body.lstrip()
+        head = body[:1]
+    if head in _LITERALS:  # true, false, null: no parser round trip for "topic 3 fact..."
+        word = _LITERALS[head]
+        if body.rstrip() != word:
+            return None
+    elif head not in _JSON_STARTS:
         return None
     try:
-        return json.loads(body)
+        return loads(body)
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+_WS = (b" ", b"\t", b"\r", b"\n")
+_LITERALS = {b"t": b"true", b"f": b"false", b"n": b"null"}
+_JSON_STARTS = frozenset([b"{", b"[", b'"', b"-", *(str(d).encode() for d in range(10))])

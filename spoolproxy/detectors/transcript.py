@@ -41,8 +41,7 @@ def build_transcript(cassette: Cassette, output_tools: tuple[str, ...] | list[st
                     status=r.status if r is not None else None, content_type=content_type(r),
                     transport_error=f"{it.error.kind}: {it.error.message}".strip(": ") if it.error and not closed else None,
                     client_closed=closed, duration_ms=it.duration_ms,
-                    date=header(r.headers, "date") if r is not None else None)
-        setattr(step, kind, parsed)
+                    date=header(r.headers, "date") if r is not None else None, **{kind: parsed})
         steps.append(step)
     t = Transcript(cassette=str(cassette.path) if cassette.path else None, steps=steps, price_table_date=PRICES_AS_OF)
     _threads(cassette, t)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from ...cassettes.jsonparse import loads
 from ...cassettes.model import Interaction, parse_json
 from ..models import ToolCall, ToolSpec
 
 
+@functools.lru_cache(maxsize=4096)
 def split_uri(uri: str) -> tuple[str, str]:
     """(netloc, path) of an absolute URI (``scheme://netloc/path?query``), without
     urllib's validation cost; falls back to ``urlsplit`` for anything unusual."""
@@ -72,7 +75,7 @@ def make_tool_call(call_id: str | None, name: str, raw: Any, parse: bool = True)
         if not raw.strip():
             return ToolCall(id=call_id, name=name or "", arguments_raw=raw, arguments={})
         try:
-            return ToolCall(id=call_id, name=name or "", arguments_raw=raw, arguments=json.loads(raw))
+            return ToolCall(id=call_id, name=name or "", arguments_raw=raw, arguments=loads(raw))
         except ValueError as exc:
             return ToolCall(id=call_id, name=name or "", arguments_raw=raw, parse_error=str(exc))
     return ToolCall(id=call_id, name=name or "", arguments_raw=json.dumps(raw, ensure_ascii=False), arguments=raw)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
+from ...cassettes.jsonparse import loads
+
 
 class SSEEvent(NamedTuple):
     """One dispatched event: ``event`` name ('' when absent) and ``data`` (lines joined by \\n)."""
@@ -69,12 +71,11 @@ def json_events(events: list[SSEEvent]) -> list[tuple[str, Any]]:
     """``(event name, parsed data)`` for each event whose data is JSON; ``[DONE]`` and other
     non-JSON data are returned as the raw string."""
     out: list[tuple[str, Any]] = []
-    loads = json.loads
     for ev in events:
         d = ev.data
         if not d:
             continue
-        if d[0] not in "{[":  # [DONE], plain text: no exception round trip
+        if d[0] not in "{[" or d == "[DONE]":  # plain text: no exception round trip
             out.append((ev.event, d))
             continue
         try:
@@ -93,7 +94,7 @@ def parse_ndjson(body: bytes) -> tuple[list[Any], bool]:
         if not line:
             continue
         try:
-            objs.append(json.loads(line))
+            objs.append(loads(line))
         except ValueError:
             ok = False
     return objs, ok
@@ -104,7 +105,7 @@ def parse_json_array_stream(body: bytes) -> tuple[list[Any], bool]:
     closed) where ``closed`` is False when the array was cut before its ``]``; the objects
     that arrived whole are still returned."""
     try:
-        value = json.loads(body)
+        value = loads(body)
         return (value if isinstance(value, list) else [value]), True
     except ValueError:
         pass
