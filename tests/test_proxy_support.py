@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -163,9 +164,11 @@ def test_runner_listens_on_loopback_and_runs_calls_on_its_loop(spool_home, tmp_p
     import threading
 
     with recording(tmp_path / "x.yaml", reverse=("https://api.openai.com",)) as s:
-        addrs = s.runner.call(lambda: s.runner.master.addons.get("proxyserver").listen_addrs())
+        addrs = s.runner.listen_addrs  # the sockets mitmproxy serves (bound before it started)
         assert {a[0] for a in addrs} == {"127.0.0.1"}
-        assert {a[1] for a in addrs} == {s.runner.port, *s.runner.reverse_ports.values()}  # reverse https: TCP+UDP
+        assert sorted(a[1] for a in addrs) == sorted([s.runner.port, *s.runner.reverse_ports.values()])
+        for port in (s.runner.port, *s.runner.reverse_ports.values()):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()  # each one accepts
         assert s.runner.call(lambda: threading.current_thread().name) == "spoolproxy-mitmproxy"
 
         async def coro(x):
@@ -192,3 +195,51 @@ def test_addon_exceptions_are_collected_not_printed(spool_home, fake_provider, c
     assert errors == ["Addon error: boom in addon"]
     out, err = capfd.readouterr()
     assert "boom in addon" not in out + err  # no mitmproxy noise on the terminal
+
+
+def test_clients_may_connect_before_mitmproxy_is_up_and_are_served(spool_home, fake_provider):
+    """bind() takes the port without mitmproxy: a request sent before start() waits in the
+    accept queue and is answered once the proxy runs (how record/playback start CMD first)."""
+    import threading
+
+    import httpx
+
+    runner = ProxyRunner([])
+    runner.bind()
+    got: dict = {}
+
+    def client() -> None:
+        with httpx.Client(proxy=runner.proxy_url, timeout=30) as c:
+            got["status"] = c.get(f"{fake_provider.http_url}/echo/early").status_code
+
+    t = threading.Thread(target=client)
+    t.start()
+    try:
+        time.sleep(0.2)  # the request is sent and waiting: nothing serves the port yet
+        assert "status" not in got
+        runner.start(wait=False)
+        t.join(30)
+    finally:
+        runner.stop()
+    assert got == {"status": 200}
+
+
+def test_stop_before_the_proxy_is_up_gives_it_up_when_nobody_connected(spool_home):
+    runner = ProxyRunner([])
+    runner.start(wait=False)
+    port = runner.port
+    runner.stop()  # mitmproxy may still be importing: nothing to serve, nothing to wait for
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    with ProxyRunner([]) as again:  # the process's proxy slot is free again
+        assert again.port
+
+
+def test_a_request_for_the_proxy_itself_is_refused_not_looped(spool_home):
+    import httpx
+
+    with ProxyRunner([]) as runner:
+        with httpx.Client(proxy=runner.proxy_url, timeout=30) as c:
+            r = c.get(f"http://127.0.0.1:{runner.port}/loop")
+    assert r.status_code == 502
+    assert "this proxy itself" in r.text

@@ -290,7 +290,12 @@ def run_session(
     in_main = threading.current_thread() is threading.main_thread()
     old = {s: signal.signal(s, early) for s in (signal.SIGTERM,)} if in_main else {}
     try:
-        runner.start()
+        runner.bind()  # the ports are ours now: CMD's connections wait for the proxy
+        if not settings.command:
+            runner.start()
+    except BaseException:
+        runner.stop()
+        raise
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -301,12 +306,19 @@ def run_session(
         if settings.command:
             if not settings.quiet:
                 say(f"spoolproxy: {banner.lower()} via {runner.proxy_url}{_reverse_note(runner)}")
+
+            def proxy_up(child) -> None:  # CMD runs: bring mitmproxy up meanwhile
+                runner.start(wait=False, on_failure=lambda _exc: _stop_child(child))
+
             if isolation is not None:
-                end = _run_isolated(settings.command, env, runner, isolation, stderr_tail, timeout_s)
+                end = _run_isolated(settings.command, env, runner, isolation, stderr_tail, timeout_s, proxy_up)
             else:
-                end = run_child_watched(settings.command, env, stderr_tail=stderr_tail, timeout_s=timeout_s)
+                end = run_child_watched(settings.command, env, stderr_tail=stderr_tail, timeout_s=timeout_s,
+                                        on_started=proxy_up)
             if on_end is not None:
                 on_end(end)
+            if runner.failure is not None:
+                raise runner.failure
             return end.code
         click.echo(f"# spoolproxy: {banner.lower()} via {runner.proxy_url}; paste into another shell:")
         for line in export_lines(env, env_base if env_base is not None else os.environ):
@@ -317,8 +329,16 @@ def run_session(
         runner.stop()
 
 
+def _stop_child(child) -> None:
+    """The proxy failed to start under a running CMD: end CMD, whose requests cannot be served."""
+    try:
+        child.terminate()
+    except OSError:  # pragma: no cover - already gone
+        pass
+
+
 def _run_isolated(command, env, runner: ProxyRunner, isolation, stderr_tail: int = 0,
-                  timeout_s: float | None = None) -> ChildEnd:
+                  timeout_s: float | None = None, on_started=None) -> ChildEnd:
     """Run CMD in ``isolation`` with the proxy (and reverse proxies) reachable inside."""
     from ..errors import SpoolError
 
@@ -327,7 +347,7 @@ def _run_isolated(command, env, runner: ProxyRunner, isolation, stderr_tail: int
     with isolation:
         try:
             return run_child_watched(command, env, preexec=isolation.preexec, stderr_tail=stderr_tail,
-                                     timeout_s=timeout_s)
+                                     timeout_s=timeout_s, on_started=on_started)
         except SpoolError as exc:
             why = isolation.failure()
             if why:

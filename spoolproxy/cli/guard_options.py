@@ -44,13 +44,14 @@ def guard_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def make_guard(flags: dict, config_path, detect_config=None, *, live_only: bool = False):
     """``(guard, addon)`` for these flags and the config (``(None, None)`` when no budget and
     no breaker is set).  Warnings and the breaker's messages go to stderr."""
-    from ..guards.addon import GuardAddon
-    from ..guards.breaker import Guard
     from ..guards.config import resolve
 
     settings = resolve(flags, config_path)
     if not settings.active:
         return None, None
+    from ..guards.addon import GuardAddon
+    from ..guards.breaker import Guard
+
     if detect_config is None:
         from ..detectors import load_detect_config
 

@@ -149,7 +149,7 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
     for line in session.skipped:
         click.echo(f"spoolproxy: warning: skipped bad cassette {line}", err=True)
 
-    from ..replayer.addon import Playback  # imports mitmproxy: only once the cassettes are good
+    from ..replayer.addon import Playback  # mitmproxy itself is imported on the proxy thread, while CMD starts
 
     addons: list[object] = [Playback(session)]
     recorder = guard = None

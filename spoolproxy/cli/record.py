@@ -297,10 +297,12 @@ class _End:
             click.echo(NOTHING_RECORDED_SHORT if self.quiet else NOTHING_RECORDED, err=True)
 
     def _tls_and_errors(self) -> None:
-        from ..detectors.checks.tls_rejected import describe
+        facts = self.tls.facts()
+        if facts:  # the detectors' import is heavy: only when there is something to say
+            from ..detectors.checks.tls_rejected import describe
 
-        for fact in self.tls.facts():
-            self.warn(describe(fact, self.command))
+            for fact in facts:
+                self.warn(describe(fact, self.command))
         for err in self.rec.write_errors[:5]:
             self.warn(f"not recorded: {err}")
         errors = self.runner.addon_errors if self.runner is not None else []

@@ -31,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..errors import SpoolError
 
@@ -222,10 +222,13 @@ def run_child(argv: Sequence[str], env: Mapping[str, str], *, preexec=None) -> i
 
 
 def run_child_watched(argv: Sequence[str], env: Mapping[str, str], *, stderr_tail: int = 0,
-                      timeout_s: float | None = None, preexec=None) -> ChildEnd:
+                      timeout_s: float | None = None, preexec=None,
+                      on_started: Callable[[subprocess.Popen], None] | None = None) -> ChildEnd:
     """Run ``argv`` with ``env`` and return how it ended (:class:`ChildEnd`).  ``preexec``:
     also run in the child before ``exec`` (e.g. :attr:`~.isolate.Isolation.preexec`); when it
     raises, the program does not start and SpoolError (exit code 126) says so.
+    ``on_started(child)`` runs as soon as the program has started (``record`` and
+    ``playback`` bring the proxy up there, so the program's start-up overlaps the proxy's).
 
     SIGTERM and SIGINT received meanwhile are forwarded to the child (SIGINT only when
     the terminal did not already deliver it to the child's process group); the third
@@ -261,6 +264,15 @@ def run_child_watched(argv: Sequence[str], env: Mapping[str, str], *, stderr_tai
         raise SpoolError(f"cannot run {argv[0]}: {exc.strerror}", exit_code=126) from None
     if tee is not None:
         tee.started()
+    if on_started is not None:
+        try:
+            on_started(child)
+        except BaseException:
+            child.kill()
+            child.wait()
+            if tee is not None:
+                tee.close()
+            raise
 
     received: list[int] = []
 

@@ -44,7 +44,6 @@ the same cassette) is first recovered into ``<stem>.recovered-<time>.yaml``.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import time
@@ -353,6 +352,8 @@ class Recorder:
         """Proxy shutdown: give responses already on their way a moment (up to
         ``SHUTDOWN_GRACE_S``) to complete, then journal what is still in flight, marked as
         cut by the shutdown."""
+        import asyncio  # on the proxy's thread, with mitmproxy: not needed to start a recording
+
         end = time.monotonic() + SHUTDOWN_GRACE_S
         while any(c.status is not None and c.websocket is None for c in self._pending.values()) and time.monotonic() < end:
             await asyncio.sleep(0.01)
@@ -391,6 +392,8 @@ class Recorder:
                 observe(cap.seq, it)
             except Exception as exc:  # noqa: BLE001 - an observer must never cost the recording
                 logger.warning("spoolproxy: observer failed: %s", exc)
+        import asyncio
+
         loop = asyncio.get_running_loop()
         write = loop.run_in_executor(self._executor, self._write, cap.seq, it)
         if failure is None and (cap.sink is None or _client_already_has_it(flow)):

@@ -9,6 +9,17 @@ Modes: ``regular`` (a forward proxy for HTTP_PROXY/HTTPS_PROXY) on ``listen_port
 free port), plus one ``reverse:URL@PORT`` per ``reverse`` upstream, each on its own free
 port.  ``connect_to`` rules (see :mod:`.upstream`) redirect upstream connections.
 
+Start-up comes in two steps, so a program run through the proxy never waits for
+mitmproxy's imports (about 0.5 s): :meth:`ProxyRunner.bind` takes the listening sockets
+(stdlib only; from then on clients can connect, and their connections wait in the kernel's
+accept queue), then :meth:`ProxyRunner.start` brings mitmproxy up on the background thread
+and serves those sockets (mitmproxy's own listeners are off, ``server=False``; each accepted
+connection goes to the :class:`~mitmproxy.proxy.mode_servers.ServerInstance` of its mode,
+as mitmproxy's listener would hand it).  ``start(wait=False)`` returns at once; a
+:meth:`ProxyRunner.stop` before mitmproxy is up and before any client connected gives the
+proxy up without waiting for its imports to finish: the background import stops at the
+next module (:class:`_ImportGate`), so no thread is left importing when the process exits.
+
 mitmproxy keeps the running master in a module global (``mitmproxy.ctx``), so only one
 ProxyRunner may run per process at a time; a second :meth:`start` raises SpoolError.
 Used by ``spoolproxy record`` and ``spoolproxy playback``.
@@ -16,22 +27,53 @@ Used by ``spoolproxy record`` and ``spoolproxy playback``.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import logging
+import select
 import socket
 import sys
 import threading
 from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import SpoolError
 from .ca import ensure_ca
 from .upstream import ConnectTo, parse_connect_to, parse_reverse_spec, parse_upstream_proxy, upstream_trust_file
 
+if TYPE_CHECKING:
+    import asyncio
+
 _ACTIVE = threading.Lock()  # one mitmproxy master per process (mitmproxy.ctx is global)
+
+
+class _ImportCancelled(BaseException):
+    """Raised inside a cancelled proxy thread's import; a BaseException, so no ``except
+    ImportError``/``except Exception`` in the modules being imported mistakes it for a
+    missing optional dependency (an interrupted module is simply left out of sys.modules)."""
+
+
+class _ImportGate:
+    """A :data:`sys.meta_path` finder that finds nothing: it only stops the imports of a
+    thread whose proxy start was called off, at the next module it would import.  Without
+    it, giving up a start would leave a daemon thread importing mitmproxy when the process
+    exits, which can crash the interpreter's shutdown inside an extension module."""
+
+    def __init__(self) -> None:
+        self.cancelled: set[int] = set()
+
+    def find_spec(self, name, path=None, target=None):  # noqa: ANN001 - importlib's protocol
+        if self.cancelled and threading.get_ident() in self.cancelled:
+            raise _ImportCancelled(name)
+        return None
+
+    def install(self) -> None:
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+
+_GATE = _ImportGate()
 
 
 class _LogSink(logging.Handler):
@@ -103,6 +145,11 @@ class ProxyRunner:
         self._port: int | None = None
         self._reverse_ports: dict[str, int] = {}
         self._owns_lock = False
+        self._sockets: list[tuple[str, socket.socket]] = []  # (mitmproxy mode spec, bound socket)
+        self._servers: list[asyncio.AbstractServer] = []
+        self._phase = "new"  # new | bound | importing | starting | running | cancelled | done
+        self._phase_lock = threading.Lock()
+        self._on_failure: Callable[[BaseException], None] | None = None
 
     # -- public ---------------------------------------------------------------------
     @property
@@ -136,27 +183,71 @@ class ProxyRunner:
         """Upstream base URL -> local port of its reverse proxy."""
         return dict(self._reverse_ports)
 
-    def start(self, timeout: float = 15.0) -> None:
-        """Start the proxy; block until it listens.  Raises SpoolError (port in use,
-        bad option, another runner active in this process, start-up timeout)."""
+    @property
+    def listen_addrs(self) -> list[tuple]:
+        """``socket.getsockname()`` of every listening socket (after :meth:`bind`)."""
+        return [sock.getsockname() for _, sock in self._sockets if sock.fileno() >= 0]
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the proxy could not start (a SpoolError), once :meth:`start` ran in the background."""
+        return self._error
+
+    def bind(self) -> None:
+        """Take this process's proxy slot, make sure the CA exists and bind every listening
+        socket, without importing mitmproxy.  From now on clients may connect (their
+        connections wait in the kernel's accept queue until the proxy runs) and
+        :attr:`port`, :attr:`proxy_url`, :attr:`reverse_ports` and ``ca`` are known.
+        Idempotent.  Raises SpoolError (port in use, another runner active, a damaged CA)."""
+        if self._phase != "new":
+            return
         if not _ACTIVE.acquire(blocking=False):
             raise SpoolError("another spoolproxy proxy is already running in this process; stop it first")
         self._owns_lock = True
         try:
             self._prepare()
-            self._thread = threading.Thread(target=self._thread_main, name="spoolproxy-mitmproxy", daemon=True)
-            self._thread.start()
-            if not self._started.wait(timeout):
-                raise SpoolError(f"the proxy did not start within {timeout:.0f} s")
-            if self._error is not None:
-                raise self._error
         except BaseException:
+            self._close_sockets()
             self._release()
             raise
+        self._phase = "bound"
+
+    def start(self, timeout: float = 15.0, *, wait: bool = True,
+              on_failure: Callable[[BaseException], None] | None = None) -> None:
+        """Start the proxy (binding first when :meth:`bind` was not called).  With ``wait``,
+        block until it serves; raises SpoolError (port in use, bad option, another runner
+        active in this process, start-up timeout).  Without, return at once: a failure is
+        then kept in :attr:`failure`, the listening sockets are closed (so waiting clients
+        see their connection reset rather than hang) and ``on_failure(error)`` is called
+        from the proxy thread."""
+        self.bind()
+        self._on_failure = on_failure
+        with self._phase_lock:
+            self._phase = "importing"
+        _GATE.install()
+        try:
+            self._thread = threading.Thread(target=self._thread_main, name="spoolproxy-mitmproxy", daemon=True)
+            self._thread.start()
+            if wait:
+                self.wait_started(timeout)
+        except BaseException:
+            self._close_sockets()
+            self._release()
+            raise
+
+    def wait_started(self, timeout: float = 15.0) -> None:
+        """Block until the proxy started by ``start(wait=False)`` serves; raises its
+        SpoolError or a start-up timeout."""
+        if not self._started.wait(timeout):
+            raise SpoolError(f"the proxy did not start within {timeout:.0f} s")
+        if self._error is not None:
+            raise self._error
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` on the proxy's event loop thread and return its result
         (awaited when it is a coroutine function).  Re-raises its exception."""
+        import asyncio
+
         if self._loop is None or not self._loop.is_running():
             raise SpoolError("the proxy is not running")
         if threading.current_thread() is self._thread:
@@ -180,13 +271,46 @@ class ProxyRunner:
         return fut.result()
 
     def stop(self, timeout: float = 15.0) -> None:
-        """Shut down (runs the addons' ``done`` hooks) and wait for the thread.  Idempotent."""
+        """Shut down (runs the addons' ``done`` hooks) and wait for the thread.  Idempotent.
+
+        When mitmproxy is still being imported and no client has connected, the start is
+        called off instead (nothing went through the proxy, so nothing is lost) and this
+        returns at once; otherwise it waits for the start, then shuts down, so connections
+        already waiting are served."""
         try:
-            if self.master is not None and self._thread is not None and self._thread.is_alive():
-                self.master.shutdown()
-                self._thread.join(timeout)
+            if self._thread is not None and self._thread.is_alive():
+                if self._give_up_if_idle():
+                    return
+                self._started.wait(timeout)
+                if self.master is not None and self._thread.is_alive():
+                    self.master.shutdown()
+                    self._thread.join(timeout)
         finally:
+            self._close_sockets()
             self._release()
+
+    def _give_up_if_idle(self) -> bool:
+        """Call the start off when mitmproxy is still importing and no connection waits;
+        the thread stops at its next module import and is joined."""
+        with self._phase_lock:
+            if self._phase != "importing":
+                return False
+            socks = [s for _, s in self._sockets if s.fileno() >= 0]
+            try:
+                waiting, _, _ = select.select(socks, [], [], 0)
+            except (OSError, ValueError):
+                waiting = socks
+            if waiting:
+                return False
+            self._phase = "cancelled"
+            thread = self._thread
+            if thread is not None and thread.ident is not None:
+                _GATE.cancelled.add(thread.ident)
+        self._close_sockets()
+        if thread is not None:
+            thread.join()
+            _GATE.cancelled.discard(thread.ident)
+        return True
 
     def __enter__(self) -> "ProxyRunner":
         self.start()
@@ -201,6 +325,34 @@ class ProxyRunner:
             self._owns_lock = False
             _ACTIVE.release()
 
+    def _close_sockets(self) -> None:
+        for _, sock in self._sockets:
+            try:
+                sock.close()
+            except OSError:  # pragma: no cover
+                pass
+
+    def _listen(self, port: int, what: str) -> socket.socket:
+        """A listening TCP socket on ``listen_host:port`` (both IPv4 and IPv6 for a wildcard
+        host, as mitmproxy listens).  Raises SpoolError naming the option to change."""
+        host = self.listen_host
+        try:
+            if host in ("", "::", "0.0.0.0") and socket.has_dualstack_ipv6() and host != "0.0.0.0":
+                sock = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=512)
+            else:
+                fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+                if fam == socket.AF_INET and host and not _is_ipv4(host):
+                    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                    fam, host = infos[0][0], infos[0][4][0]
+                sock = socket.create_server((host or "0.0.0.0", port), family=fam, backlog=512)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise SpoolError(f"port {port} on {self.listen_host} is already in use; choose another {what} or omit it") from None
+            if exc.errno in (errno.EADDRNOTAVAIL, errno.EACCES):
+                raise SpoolError(f"cannot listen on {self.listen_host}:{port}: {exc.strerror}; check --listen-host/--port") from None
+            raise SpoolError(f"the proxy cannot listen on {self.listen_host}:{port}: {exc}") from None
+        return sock
+
     def _prepare(self) -> None:
         self.ca = ensure_ca()
         opts: dict[str, Any] = {
@@ -208,6 +360,7 @@ class ProxyRunner:
             "listen_host": self.listen_host,
             "listen_port": self.listen_port,
             "ssl_insecure": bool(self.insecure_upstream),
+            "server": False,  # mitmproxy's own listeners stay off: it serves the sockets bound here
         }
         if self.upstream_ca is not None:
             opts["ssl_verify_upstream_trusted_ca"] = str(upstream_trust_file(self.upstream_ca, self.ca.confdir.parent))
@@ -217,16 +370,39 @@ class ProxyRunner:
             modes = [f"upstream:{url}"]
             if auth:
                 opts["upstream_auth"] = auth
+        forward = self._listen(self.listen_port, "--port")
+        self._port = forward.getsockname()[1]
+        self._sockets.append((modes[0], forward))
         for url, fixed in self.reverse:
-            port = fixed or _free_port(self.listen_host)
+            sock = self._listen(fixed or 0, "reverse proxy port")
+            port = sock.getsockname()[1]
             self._reverse_ports[url] = port
             self.connect_to.reverse_ports[port] = url
             modes.append(f"reverse:{url}@{port}")
+            self._sockets.append((modes[-1], sock))
+        self.connect_to.own_ports = {self._port, *self._reverse_ports.values()}
         opts["mode"] = modes
         opts.update(self.extra_options)
         self._options = opts
 
     def _thread_main(self) -> None:
+        try:
+            from mitmproxy import master  # noqa: F401 - the slow part: mitmproxy and its default addons
+            from mitmproxy.addons import default_addons  # noqa: F401
+        except _ImportCancelled:
+            self._started.set()
+            return
+        except BaseException as exc:  # noqa: BLE001 - reported to start()
+            self._fail(SpoolError(f"the proxy failed to start: cannot import mitmproxy ({exc})"))
+            self._started.set()
+            return
+        with self._phase_lock:
+            if self._phase == "cancelled":  # stop() gave the start up meanwhile
+                self._started.set()
+                return
+            self._phase = "starting"
+        import asyncio
+
         loop = asyncio.new_event_loop()
         self._loop = loop
         asyncio.set_event_loop(loop)
@@ -234,17 +410,31 @@ class ProxyRunner:
             loop.run_until_complete(self._main())
         except BaseException as exc:  # noqa: BLE001 - reported to start()
             if not self._started.is_set():
-                self._error = exc if isinstance(exc, SpoolError) else SpoolError(f"the proxy failed to start: {exc}")
+                self._fail(exc if isinstance(exc, SpoolError) else SpoolError(f"the proxy failed to start: {exc}"))
         finally:
+            self._phase = "done"
             self._started.set()
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
                 loop.close()
 
+    def _fail(self, exc: SpoolError) -> None:
+        """The start failed: keep why, close the sockets, tell whoever waits in the background."""
+        self._error = exc
+        self._close_sockets()
+        if self._on_failure is not None:
+            try:
+                self._on_failure(exc)
+            except Exception:  # pragma: no cover - a callback must not hide the failure
+                pass
+
     async def _main(self) -> None:
+        import asyncio
+
         from mitmproxy import exceptions, master, options
         from mitmproxy.addons import default_addons
+        from mitmproxy.proxy.mode_servers import ServerInstance
         from mitmproxy.utils import asyncio_utils
 
         mlog = logging.getLogger("mitmproxy")
@@ -268,43 +458,29 @@ class ProxyRunner:
                 asyncio_utils.set_eager_task_factory(),
             ):
                 ps = m.addons.get("proxyserver")
-                ok = await ps.setup_servers()
-                if not ok:
-                    raise self._listen_error(ps)
-                for inst in ps.servers:
-                    port = inst.listen_addrs[0][1] if inst.listen_addrs else None
-                    if inst.mode.type_name in ("regular", "upstream"):
-                        self._port = port
+                for spec, sock in self._sockets:  # connections queued since bind() are accepted now
+                    inst = ServerInstance.make(spec, ps)
+                    self._servers.append(await asyncio.start_server(inst.handle_stream, sock=sock, backlog=512))
                 try:
                     await m.running()
+                    self._phase = "running"
                     self._started.set()
                     await m.should_exit.wait()
                 finally:
                     try:
-                        await ps.servers.update([])  # stop listening; mitmproxy leaves this to process exit
+                        for srv in self._servers:  # stop listening; mitmproxy leaves this to process exit
+                            srv.close()
                     finally:
                         await m.done()
                         await _cancel_other_tasks()
         finally:
             mlog.removeHandler(self.log)
 
-    def _listen_error(self, ps) -> SpoolError:
-        for inst in ps.servers:
-            exc = inst.last_exception
-            if exc is None:
-                continue
-            port = inst.mode.listen_port(self.listen_port)
-            if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
-                what = "--port" if inst.mode.type_name in ("regular", "upstream") else "reverse proxy port"
-                return SpoolError(f"port {port} on {self.listen_host} is already in use; choose another {what} or omit it")
-            if isinstance(exc, OSError) and exc.errno in (errno.EADDRNOTAVAIL, errno.EACCES):
-                return SpoolError(f"cannot listen on {self.listen_host}:{port}: {exc.strerror}; check --listen-host/--port")
-            return SpoolError(f"the proxy cannot listen on {self.listen_host}:{port}: {exc}")
-        return SpoolError("the proxy failed to start its servers")
-
 
 async def _cancel_other_tasks() -> None:
     """Cancel the connection handlers still running (clients that kept a connection open)."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda _loop, _ctx: None)  # cancelled handlers are expected here
     me = asyncio.current_task()
@@ -315,9 +491,9 @@ async def _cancel_other_tasks() -> None:
         await asyncio.wait(tasks, timeout=2)
 
 
-def _free_port(host: str) -> int:
-    """A currently free TCP port on ``host`` (for reverse modes, which need distinct ports)."""
-    fam = socket.AF_INET6 if ":" in (host or "") else socket.AF_INET
-    with socket.socket(fam, socket.SOCK_STREAM) as s:
-        s.bind((host or "127.0.0.1", 0))
-        return s.getsockname()[1]
+def _is_ipv4(host: str) -> bool:
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        return False
+    return host.count(".") == 3

@@ -119,7 +119,10 @@ class ConnectTo:
     It also short-cuts requests that reach the *forward* proxy for one of our own reverse
     proxy ports (a client with both ``HTTP_PROXY`` and ``OPENAI_BASE_URL=http://127.0.0.1:PORT``
     set): ``reverse_ports`` maps such a local port to its upstream URL, and the request is
-    sent straight to that upstream, recorded once, under the upstream's URL.
+    sent straight to that upstream, recorded once, under the upstream's URL.  A connection
+    that would end at one of the proxy's own listening ports on this machine (``own_ports``)
+    is refused, so a request for the proxy itself cannot loop through it forever (the guard
+    mitmproxy keeps for its own listeners, which the runner leaves off).
     """
 
     LOCAL_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -127,6 +130,7 @@ class ConnectTo:
     def __init__(self, rules: Sequence[ConnectRule], reverse_ports: dict[int, str] | None = None) -> None:
         self.rules = list(rules)
         self.reverse_ports = dict(reverse_ports or {})
+        self.own_ports: set[int] = set()
         self._original: dict[str, tuple] = {}
 
     def requestheaders(self, flow) -> None:
@@ -154,16 +158,18 @@ class ConnectTo:
 
     def server_connect(self, data) -> None:
         server = data.server
-        if not self.rules or server.address is None or server.via is not None:
+        if server.address is None or server.via is not None:
             return
         host, port, *_ = server.address
-        target = self.target(host, port)
-        if target is None or target == (host, port):
-            return
-        if server.sni is None and not _is_ip(host):
-            server.sni = host
-        self._original[server.id] = server.address
-        server.address = target
+        target = self.target(host, port) if self.rules else None
+        if target is not None and target != (host, port):
+            if server.sni is None and not _is_ip(host):
+                server.sni = host
+            self._original[server.id] = server.address
+            server.address = target
+            host, port = target
+        if port in self.own_ports and host in self.LOCAL_NAMES:
+            server.error = "Request destination unknown: it is this proxy itself."
 
     def server_connected(self, data) -> None:
         orig = self._original.pop(data.server.id, None)

@@ -34,8 +34,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-
-from mitmproxy import ctx, http
+from typing import TYPE_CHECKING
 
 from ..cassettes.model import Request
 from ..cassettes.storage import read_body
@@ -46,6 +45,9 @@ from .miss import miss_response
 from .session import Decision, PlaybackConfig, PlaybackSession
 from .streamer import HOP_HEADERS, Job, ReplayServer
 from .wsserver import WsReplayServer, serve_websocket
+
+if TYPE_CHECKING:
+    from mitmproxy import http
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +103,8 @@ class Playback:
     def configure(self, updated: set[str]) -> None:
         if not self._from_options or not any(u.startswith("spoolproxy_") for u in updated):
             return
+        from mitmproxy import ctx  # mitmproxy is imported once the proxy runs, not with this module
+
         o = ctx.options
         if not o.spoolproxy_cassettes and o.spoolproxy_record_mode != "all":
             return
@@ -121,6 +125,8 @@ class Playback:
         )
 
     async def running(self) -> None:
+        from mitmproxy import ctx
+
         ctx.options.update(connection_strategy="lazy", upstream_cert=False)
         await self.streamer.start()
         await self.websockets.start()
@@ -159,6 +165,8 @@ class Playback:
         mine = {("127.0.0.1", self.streamer.port), ("127.0.0.1", self.websockets.port)}
         if server.address is None or tuple(server.address[:2]) in mine:
             return
+        from mitmproxy import ctx
+
         redirect = ctx.master.addons.get("connectto")
         original = getattr(redirect, "_original", {}).get(server.id) if redirect is not None else None
         if original is not None and tuple(original[:2]) in mine:
@@ -171,7 +179,9 @@ class Playback:
     # -- helpers ------------------------------------------------------------------------
     @staticmethod
     def _respond(flow: http.HTTPFlow, status: int, headers: dict[str, str], body: bytes) -> None:
-        flow.response = http.Response.make(status, body, headers)
+        from mitmproxy.http import Response
+
+        flow.response = Response.make(status, body, headers)
 
     def _serve(self, flow: http.HTTPFlow, decision: Decision) -> None:
         entry = decision.lookup.entry  # type: ignore[union-attr]
@@ -196,7 +206,9 @@ class Playback:
         chunks = resp.chunks
         streamed = cut or (chunks is not None and (len(chunks) > 1 or (realtime and chunks[0].offset_ms > 0)))
         if not streamed or flow.request.method == "HEAD" or resp.status in (204, 304) or resp.status < 200:
-            r = http.Response.make(resp.status, b"", [(k.encode("latin-1", "replace"), v.encode("utf-8", "surrogateescape")) for k, v in headers])
+            from mitmproxy.http import Response
+
+            r = Response.make(resp.status, b"", [(k.encode("latin-1", "replace"), v.encode("utf-8", "surrogateescape")) for k, v in headers])
             if resp.reason:
                 r.reason = resp.reason
             if flow.request.method != "HEAD":
