@@ -162,7 +162,7 @@ def test_journal_recovers_all_completed_interactions(tmp_path):
     j = Journal(target, CassetteMeta(command=["agent"]), Redactor())
     j.append(1, _sse_interaction())
     j.append(0, _sse_interaction().model_copy(update={"request": Request(method="GET", uri="https://a.example/")}))
-    j._fh.write('{"seq": 2, "interaction": {"requ')  # torn in-flight write
+    j._fh.write(b'{"seq": 2, "interaction": {"requ')  # torn in-flight write
     j.close(remove=False)  # as a SIGKILL would leave it (the lock goes with the process)
     assert journal_path(target).stat().st_mode & 0o777 == 0o600
     assert OPENAI_KEY not in journal_path(target).read_text()

@@ -3,7 +3,8 @@
 While recording, ``<dir>/.<cassette name>.spooljournal`` gets one JSON line per completed
 interaction (already redacted), written to the kernel at once (so a SIGKILL of the proxy
 loses nothing that completed) and fsynced by a background thread that batches the syncs
-(so a power loss loses at most the last few milliseconds) without holding up the traffic;
+(at most one every :data:`SYNC_INTERVAL_S`, so a power loss loses at most the last few
+tens of milliseconds) without holding up the traffic;
 its first line holds the run metadata.
 On a clean exit the cassette is written atomically and the journal removed.  After a crash
 (SIGKILL, power loss) :func:`recover` turns the journal into the cassette: at most the
@@ -12,16 +13,27 @@ interaction that was in flight is lost.  A torn last line is ignored.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import os
 import threading
 from pathlib import Path
+
 from ..errors import CassetteError
 from .format import from_document, to_document
 from .jsonsafe import from_jsonable, to_jsonable
 from .model import Cassette, CassetteMeta, Interaction
 from .redact import Redactor
+
+try:  # a dependency of spoolproxy; the fallback keeps a bare checkout working
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+
+
+#: seconds the background fsync waits for more lines before syncing
+SYNC_INTERVAL_S = 0.02
 
 
 def journal_path(cassette_path: str | Path) -> Path:
@@ -56,8 +68,9 @@ class Journal:
                 cassette_path, "is being recorded by another spoolproxy process right now; use another --cassette"
             ) from None
         os.ftruncate(fd, 0)  # ours now: an old journal was recovered (or is stale) before this
-        self._fh = os.fdopen(fd, "w", encoding="utf-8")
+        self._fh = os.fdopen(fd, "wb", buffering=0)  # each write() is one system call, nothing held back
         self._dirty = threading.Event()
+        self._stop = threading.Event()
         self._closing = False
         self._syncer = threading.Thread(target=self._sync_loop, name="spoolproxy-fsync", daemon=True)
         head = to_document(Cassette(meta=meta))["spoolproxy"]
@@ -66,14 +79,24 @@ class Journal:
         self._syncer.start()
 
     def _write(self, obj: dict) -> None:
-        self._fh.write(json.dumps(to_jsonable(obj), ensure_ascii=False) + "\n")
-        self._fh.flush()  # in the kernel now: survives a SIGKILL of this process
+        self._write_lines([encode_line(obj)])
+
+    def _write_lines(self, lines: list[bytes]) -> None:
+        data = b"".join(lines)
+        while data:  # in the kernel once written: survives a SIGKILL of this process
+            n = self._fh.write(data)
+            data = data[n:] if n is not None else data
         self._dirty.set()
 
     def _sync_loop(self) -> None:
-        """Group commit: one fsync for every batch of lines written since the last one."""
+        """Group commit: one fsync for every batch of lines written since the last one, at
+        most one per SYNC_INTERVAL_S (a recording at hundreds of requests a second would
+        otherwise spend a system call and a disk flush on each)."""
         while True:
             self._dirty.wait()
+            if self._closing:
+                return
+            self._stop.wait(SYNC_INTERVAL_S)  # let more lines join this sync (ends early on close)
             self._dirty.clear()
             if self._closing:
                 return
@@ -83,16 +106,22 @@ class Journal:
                 return
 
     def append(self, seq: int, it: Interaction) -> None:
-        cas = Cassette(interactions=[self._redactor.interaction(it)])
-        doc = to_document(cas, json_bodies=False)["interactions"][0]
+        self.append_many([(seq, it)])
+
+    def append_many(self, items: list[tuple[int, Interaction]]) -> None:
+        """Redact and write several interactions (``(seq, interaction)``) with one write call."""
+        cas = Cassette(interactions=[self._redactor.interaction(it) for _, it in items])
+        docs = to_document(cas, json_bodies=False)["interactions"]
+        lines = [encode_line({"seq": seq, "interaction": doc}) for (seq, _), doc in zip(items, docs)]
         with self._lock:
             if not self._fh.closed:
-                self._write({"seq": seq, "interaction": doc})
+                self._write_lines(lines)
 
     def close(self, *, remove: bool) -> None:
         """Stop the background fsync, fsync once more (unless the journal is to be removed),
         close the file (releasing the lock) and optionally delete it."""
         self._closing = True
+        self._stop.set()
         self._dirty.set()
         if self._syncer.is_alive() and threading.current_thread() is not self._syncer:
             self._syncer.join(timeout=10)
@@ -106,6 +135,25 @@ class Journal:
                 self.path.unlink()
             except FileNotFoundError:
                 pass
+
+
+def _b64(v):
+    if isinstance(v, (bytes, bytearray)):
+        return {"$b64": base64.b64encode(v).decode()}
+    raise TypeError(f"cannot store a {type(v).__name__} in JSON")
+
+
+def encode_line(obj: dict) -> bytes:
+    """One journal line: ``obj`` as UTF-8 JSON (bytes as ``{"$b64": ...}``, see
+    :mod:`.jsonsafe`) and a newline.  orjson writes it when installed (several times faster
+    than :func:`json.dumps` for a large body); text orjson refuses (a lone surrogate from a
+    header that was not UTF-8) is written with ``\\u`` escapes by the standard library."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(obj, default=_b64, option=_orjson.OPT_APPEND_NEWLINE)
+        except TypeError:
+            pass
+    return (json.dumps(to_jsonable(obj)) + "\n").encode("ascii")
 
 
 def is_locked(path: str | Path) -> bool:
@@ -147,7 +195,9 @@ def read_journal(path: str | Path) -> Cassette:
             meta = {k: v for k, v in obj["meta"].items() if k != "interactions"}
         elif "interaction" in obj:
             entries.append((int(obj.get("seq", n)), obj["interaction"]))
-    entries.sort(key=lambda e: e[0])
+    # one line per sequence number (a batch retried line by line after a failed write may
+    # have left an earlier copy), in request-start order
+    entries = sorted(dict(entries).items(), key=lambda e: e[0])
     doc = {"version": 1, "spoolproxy": meta or {"format": 1}, "interactions": [e[1] for e in entries]}
     cas = from_document(doc)
     if damaged:

@@ -47,7 +47,6 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -62,6 +61,7 @@ from ..cassettes.storage import save, side_dir
 from ..errors import CassetteError
 from .bodysink import DEFAULT_LIMIT, BodySink
 from .failures import classify, closed_by_client
+from .journalwriter import JournalWriter
 from .summary import RunSummary
 from .websocket import WsRecording
 
@@ -158,7 +158,7 @@ class Recorder:
         self.run_facts: dict = {}
         self._seq = itertools.count()
         self._pending: dict[str, _Capture] = {}
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="spoolproxy-journal")
+        self._writer = JournalWriter(self._write_batch)
         self._closed = False
         self.count = 0
 
@@ -363,7 +363,7 @@ class Recorder:
             if cap.request is None:
                 continue
             if cap.websocket is not None:  # a WebSocket still open: its messages so far, no close
-                self._executor.submit(self._write, cap.seq, self._interaction(cap, None, None))
+                self._writer.submit(cap.seq, self._interaction(cap, None, None))
                 continue
             failure = Failure(
                 kind="other",
@@ -371,7 +371,7 @@ class Recorder:
                 during="response" if cap.status is not None else "request",
             )
             it = self._interaction(cap, None, failure)
-            self._executor.submit(self._write, cap.seq, it)
+            self._writer.submit(cap.seq, it)
 
     # -- building and writing ------------------------------------------------------------
     async def _complete(self, flow, failure: Failure | None) -> None:
@@ -392,14 +392,16 @@ class Recorder:
                 observe(cap.seq, it)
             except Exception as exc:  # noqa: BLE001 - an observer must never cost the recording
                 logger.warning("spoolproxy: observer failed: %s", exc)
+        if failure is None and (cap.sink is None or _client_already_has_it(flow)):
+            self._writer.submit(cap.seq, it)  # waiting would only delay the next request on this connection
+            return
         import asyncio
 
         loop = asyncio.get_running_loop()
-        write = loop.run_in_executor(self._executor, self._write, cap.seq, it)
-        if failure is None and (cap.sink is None or _client_already_has_it(flow)):
-            return  # waiting would only delay the next request on this connection
+        written = loop.create_future()
+        self._writer.submit(cap.seq, it, lambda: loop.call_soon_threadsafe(_resolve, written))
         # shielded: a shutdown cancelling this handler must not drop the queued write
-        await asyncio.shield(write)
+        await asyncio.shield(written)
 
     def _interaction(self, cap: _Capture, flow, failure: Failure | None) -> Interaction:
         response = None
@@ -438,28 +440,41 @@ class Recorder:
             extra=extra,
         )
 
-    def _write(self, seq: int, it: Interaction) -> None:
+    def _write_batch(self, items: list[tuple[int, Interaction]]) -> None:
+        """The writer thread's job: journal ``items`` (one write for the batch; one by one
+        when that fails, so only the interaction at fault is reported), then count them."""
+        try:
+            if self.journal is None:
+                self.open()
+            self.journal.append_many(items)
+            written = items
+        except Exception:  # noqa: BLE001 - retried one by one below
+            written = [item for item in items if self._write_one(*item)]
+        for _, it in written:
+            self.count += 1
+            try:
+                self.summary.add(it)
+                if self.on_interaction is not None:
+                    self.on_interaction(it)
+            except Exception as exc:  # pragma: no cover - summary bugs must not lose data
+                logger.warning("spoolproxy: summary failed: %s", exc)
+
+    def _write_one(self, seq: int, it: Interaction) -> bool:
         try:
             if self.journal is None:
                 self.open()
             self.journal.append(seq, it)
-            self.count += 1
+            return True
         except Exception as exc:  # disk full etc.: never break the client's traffic
             self.write_errors.append(self.redactor.text(f"{it.request.method} {it.request.uri}: {exc}"))
             logger.error("spoolproxy: cannot journal an interaction: %s", exc)
-            return
-        try:
-            self.summary.add(it)
-            if self.on_interaction is not None:
-                self.on_interaction(it)
-        except Exception as exc:  # pragma: no cover - summary bugs must not lose data
-            logger.warning("spoolproxy: summary failed: %s", exc)
+            return False
 
     # -- the end -------------------------------------------------------------------------
     def abort(self) -> None:
         """Nothing worth keeping (the proxy never started): drop the journal, write nothing."""
         self._closed = True
-        self._executor.shutdown(wait=True)
+        self._writer.close()
         if self.journal is not None:
             self.journal.close(remove=True)
 
@@ -476,7 +491,7 @@ class Recorder:
         the cassette cannot be written (the journal is kept then, for ``spoolproxy recover``).
         """
         self._closed = True
-        self._executor.shutdown(wait=True)
+        self._writer.close()
         if self.journal is None:
             self.open()
         assert self.journal is not None
@@ -529,8 +544,9 @@ STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/ndjson
                 "application/json-seq", "application/vnd.amazon.eventstream", "multipart/")
 
 #: bodies up to this size with a Content-Length are buffered by mitmproxy instead of streamed
-#: (larger ones stream: buffering a 100 KB body measured slower than streaming it)
-BUFFER_MAX = 16 * 1024
+#: (mitmproxy's buffered path costs less CPU per response than its streaming one, also at
+#: 100 KB: bench/analysis.md, B1); larger ones stream through with bounded memory
+BUFFER_MAX = 1024 * 1024
 
 
 def _small_whole_body(resp, max_body_size: int) -> bool:
@@ -546,6 +562,11 @@ def _small_whole_body(resp, max_body_size: int) -> bool:
         return False
     ctype = resp.headers.get("content-type", "").lower()
     return not any(t in ctype for t in STREAM_TYPES)
+
+
+def _resolve(fut) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _client_already_has_it(flow) -> bool:

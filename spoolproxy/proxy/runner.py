@@ -337,14 +337,23 @@ class ProxyRunner:
         host, as mitmproxy listens).  Raises SpoolError naming the option to change."""
         host = self.listen_host
         try:
-            if host in ("", "::", "0.0.0.0") and socket.has_dualstack_ipv6() and host != "0.0.0.0":
-                sock = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=512)
-            else:
-                fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-                if fam == socket.AF_INET and host and not _is_ipv4(host):
-                    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-                    fam, host = infos[0][0], infos[0][4][0]
-                sock = socket.create_server((host or "0.0.0.0", port), family=fam, backlog=512)
+            dual = host in ("", "::") and socket.has_dualstack_ipv6()
+            fam = socket.AF_INET6 if dual or ":" in host else socket.AF_INET
+            if fam == socket.AF_INET and host and not _is_ipv4(host):
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                fam, host = infos[0][0], infos[0][4][0]
+            # proto=IPPROTO_TCP, as asyncio's own listeners have it: asyncio sets TCP_NODELAY
+            # only on such sockets, and without it Nagle's algorithm adds 40 ms to replies
+            sock = socket.socket(fam, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if fam == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if dual else 1)
+                sock.bind(("::" if dual else (host or "0.0.0.0"), port))
+                sock.listen(512)
+            except BaseException:
+                sock.close()
+                raise
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise SpoolError(f"port {port} on {self.listen_host} is already in use; choose another {what} or omit it") from None
