@@ -207,3 +207,33 @@ def write_flows(cas: Cassette, path: Path) -> Path:
 
 def _mitm_headers(headers: dict[str, list[str]]) -> list[tuple[bytes, bytes]]:
     return [(k.encode(), v.encode()) for k, vs in headers.items() for v in vs]
+
+
+def long_agent_run(steps: int, result_bytes: int = 2048) -> Cassette:
+    """One long agent run whose model requests re-send the whole conversation (as every
+    chat API client does): ``steps`` rounds of model turn -> tool call -> tool GET (a JSON
+    result of about ``result_bytes``) -> the result fed back.  The file grows with the
+    square of ``steps`` and is dominated by request bodies, like a real long run
+    (150 steps of 2 KB results: about 50 MB in format v1)."""
+    items: list[Interaction] = []
+    messages: list[dict] = [{"role": "system", "content": "You are a research agent. Use the search tool."},
+                            {"role": "user", "content": "Research every topic in the list and report."}]
+    for step in range(steps):
+        i = len(items)
+        call = {"id": f"call_{step}", "type": "function",
+                "function": {"name": "search", "arguments": json.dumps({"q": f"topic {step}"})}}
+        rb = chat_request_body(i, messages=list(messages))
+        items.append(_inter(i, Request(method="POST", uri=OPENAI_CHAT, headers=_req_headers(rb), body=rb),
+                            _json_resp(chat_response_body(i, tool_call=call))))
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        words = " ".join(f"fact-{step}-{k}" for k in range(result_bytes // 12))
+        result = _dumps({"query": f"topic {step}", "results": [words[:result_bytes]]})
+        i = len(items)
+        items.append(_inter(i, Request(method="GET", uri=f"https://tools.bench.test/search?q=topic+{step}",
+                                       headers={"Accept": ["application/json"]}), _json_resp(result)))
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": result.decode()})
+    i = len(items)
+    rb = chat_request_body(i, messages=list(messages))
+    items.append(_inter(i, Request(method="POST", uri=OPENAI_CHAT, headers=_req_headers(rb), body=rb),
+                        _json_resp(chat_response_body(i, size=800))))
+    return Cassette(interactions=items)

@@ -53,7 +53,7 @@ def crashed_recording(cassette: Path, n: int) -> Path:
     j = Journal(cassette, CassetteMeta(recorder="spoolproxy test", command=["python", "agent.py"]), Redactor())
     for seq in reversed(range(n)):
         j.append(seq, chat(seq))
-    j._fh.write('{"seq": 99, "interaction": {"request": {"meth')  # torn write
+    j._fh.write(b'{"seq": 99, "interaction": {"request": {"meth')  # torn write
     j._fh.flush()
     fcntl.flock(j._fh.fileno(), fcntl.LOCK_UN)  # the kernel drops a dead recorder's lock
     return j.path

@@ -126,33 +126,75 @@ def from_document(doc: Any) -> Cassette:
         raise FormatError("not a cassette: the top level must be a mapping with 'interactions'")
     if "interactions" not in doc:
         raise FormatError("not a cassette: no 'interactions' key")
-    version = doc.get("version", 1)
-    if version != FORMAT_VERSION:
-        raise FormatError(f"unsupported cassette version {version!r} (this spoolproxy reads version 1)")
+    reader = DocumentReader()
+    for key, value in doc.items():
+        if key != "interactions":
+            reader.top(key, value)
+    reader.top("interactions", None)
+    reader.check_version()
     items = doc["interactions"] or []
     if not isinstance(items, list):
         raise FormatError("'interactions' must be a list")
-    top = doc.get("spoolproxy") if isinstance(doc.get("spoolproxy"), dict) else None
-    if top is not None and isinstance(top.get("interactions"), int):
-        declared = top["interactions"]
-        if doc.get(END_KEY) != declared or len(items) != declared:
-            raise FormatError(
-                f"truncated or damaged: the header declares {declared} interactions, the file holds "
-                f"{len(items)}{'' if END_KEY in doc else ' and lacks its end_of_cassette line'}; "
-                "restore it from git or re-record it"
-            )
-    parsed = False
-    interactions = []
-    for i, item in enumerate(items):
+    reader.check_declared(len(items))
+    for item in items:
+        reader.item(item)
+    return reader.finish()
+
+
+class DocumentReader:
+    """Builds a :class:`Cassette` from a document handed over piece by piece, as a streaming
+    reader parses it (:mod:`.yamlstream`): :meth:`top` for each top-level key (``version``,
+    ``spoolproxy``, ``end_of_cassette``; ``interactions`` announces the list), :meth:`item`
+    for each interaction in order (converted at once, so the parsed item can be dropped),
+    then :meth:`finish`.  Raises FormatError as :func:`from_document` does."""
+
+    def __init__(self) -> None:
+        self.doc: dict[str, Any] = {}
+        self.interactions: list[Interaction] = []
+        self._parsed = False
+        self._checked = False
+
+    def top(self, key: str, value: Any) -> None:
+        """One top-level key of the document (``interactions`` with any value: only seen)."""
+        self.doc[key] = value
+
+    def check_version(self) -> None:
+        """Raise FormatError unless the document has interactions and version 1."""
+        if self._checked:
+            return
+        if "interactions" not in self.doc:
+            raise FormatError("not a cassette: no 'interactions' key")
+        version = self.doc.get("version", 1)
+        if version != FORMAT_VERSION:
+            raise FormatError(f"unsupported cassette version {version!r} (this spoolproxy reads version 1)")
+        self._checked = True
+
+    def check_declared(self, count: int) -> None:
+        """Compare the header's interaction count with ``count`` and ``end_of_cassette``."""
+        self.check_version()
+        top = self.doc.get("spoolproxy") if isinstance(self.doc.get("spoolproxy"), dict) else None
+        if top is not None and isinstance(top.get("interactions"), int):
+            declared = top["interactions"]
+            if self.doc.get(END_KEY) != declared or count != declared:
+                raise FormatError(
+                    f"truncated or damaged: the header declares {declared} interactions, the file holds "
+                    f"{count}{'' if END_KEY in self.doc else ' and lacks its end_of_cassette line'}; "
+                    "restore it from git or re-record it"
+                )
+
+    def item(self, item: Any) -> None:
+        """Convert the next interaction of the document."""
+        self.check_version()
+        i = len(self.interactions)
         if not isinstance(item, dict) or "request" not in item:
             raise FormatError("each interaction needs a 'request'", i)
         ext = item.get("spoolproxy") if isinstance(item.get("spoolproxy"), dict) else {}
         if not item.get("response") and not ext.get("error"):
             raise FormatError("has neither a response nor an error (is the file cut short?)", i)
-        parsed = parsed or "parsed_body" in item["request"] or "parsed_body" in (item.get("response") or {})
+        self._parsed = self._parsed or "parsed_body" in item["request"] or "parsed_body" in (item.get("response") or {})
         try:
             err = ext.get("error")
-            interactions.append(
+            self.interactions.append(
                 Interaction(
                     request=_request(item["request"]),
                     response=_response(item["response"], ext) if item.get("response") else None,
@@ -166,19 +208,24 @@ def from_document(doc: Any) -> Cassette:
             raise FormatError(str(exc), i) from None
         except (ValidationError, TypeError, ValueError) as exc:
             raise FormatError(f"malformed ({str(exc).splitlines()[0]})", i) from None
-    meta = CassetteMeta()
-    if top:
-        meta = CassetteMeta(
-            recorder=top.get("recorder"),
-            recorded_at=_time(top.get("recorded_at")),
-            command=top.get("command"),
-            cwd=top.get("cwd"),
-            record_mode=top.get("record_mode"),
-            exit_code=top.get("exit_code"),
-            extra={k: v for k, v in top.items() if k not in _META_KEYS},
-        )
-    fmt = "spoolproxy" if top is not None else ("parsed_body" if parsed else "vcrpy")
-    return Cassette(interactions=interactions, meta=meta, source_format=fmt)
+
+    def finish(self) -> Cassette:
+        """The cassette (checks version and the declared count when no item did)."""
+        self.check_version()
+        top = self.doc.get("spoolproxy") if isinstance(self.doc.get("spoolproxy"), dict) else None
+        meta = CassetteMeta()
+        if top:
+            meta = CassetteMeta(
+                recorder=top.get("recorder"),
+                recorded_at=_time(top.get("recorded_at")),
+                command=top.get("command"),
+                cwd=top.get("cwd"),
+                record_mode=top.get("record_mode"),
+                exit_code=top.get("exit_code"),
+                extra={k: v for k, v in top.items() if k not in _META_KEYS},
+            )
+        fmt = "spoolproxy" if top is not None else ("parsed_body" if self._parsed else "vcrpy")
+        return Cassette(interactions=self.interactions, meta=meta, source_format=fmt)
 
 
 _EXT_KEYS = {"started_at", "duration_ms", "chunks", "error"}

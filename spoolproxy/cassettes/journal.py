@@ -13,7 +13,6 @@ interaction that was in flight is lost.  A torn last line is ignored.
 
 from __future__ import annotations
 
-import base64
 import fcntl
 import json
 import os
@@ -22,14 +21,9 @@ from pathlib import Path
 
 from ..errors import CassetteError
 from .format import from_document, to_document
-from .jsonsafe import from_jsonable, to_jsonable
+from .jsonsafe import dumps_line, from_jsonable
 from .model import Cassette, CassetteMeta, Interaction
 from .redact import Redactor
-
-try:  # a dependency of spoolproxy; the fallback keeps a bare checkout working
-    import orjson as _orjson
-except ImportError:  # pragma: no cover
-    _orjson = None
 
 
 #: seconds the background fsync waits for more lines before syncing
@@ -79,7 +73,7 @@ class Journal:
         self._syncer.start()
 
     def _write(self, obj: dict) -> None:
-        self._write_lines([encode_line(obj)])
+        self._write_lines([dumps_line(obj)])
 
     def _write_lines(self, lines: list[bytes]) -> None:
         data = b"".join(lines)
@@ -112,7 +106,7 @@ class Journal:
         """Redact and write several interactions (``(seq, interaction)``) with one write call."""
         cas = Cassette(interactions=[self._redactor.interaction(it) for _, it in items])
         docs = to_document(cas, json_bodies=False)["interactions"]
-        lines = [encode_line({"seq": seq, "interaction": doc}) for (seq, _), doc in zip(items, docs)]
+        lines = [dumps_line({"seq": seq, "interaction": doc}) for (seq, _), doc in zip(items, docs)]
         with self._lock:
             if not self._fh.closed:
                 self._write_lines(lines)
@@ -135,25 +129,6 @@ class Journal:
                 self.path.unlink()
             except FileNotFoundError:
                 pass
-
-
-def _b64(v):
-    if isinstance(v, (bytes, bytearray)):
-        return {"$b64": base64.b64encode(v).decode()}
-    raise TypeError(f"cannot store a {type(v).__name__} in JSON")
-
-
-def encode_line(obj: dict) -> bytes:
-    """One journal line: ``obj`` as UTF-8 JSON (bytes as ``{"$b64": ...}``, see
-    :mod:`.jsonsafe`) and a newline.  orjson writes it when installed (several times faster
-    than :func:`json.dumps` for a large body); text orjson refuses (a lone surrogate from a
-    header that was not UTF-8) is written with ``\\u`` escapes by the standard library."""
-    if _orjson is not None:
-        try:
-            return _orjson.dumps(obj, default=_b64, option=_orjson.OPT_APPEND_NEWLINE)
-        except TypeError:
-            pass
-    return (json.dumps(to_jsonable(obj)) + "\n").encode("ascii")
 
 
 def is_locked(path: str | Path) -> bool:

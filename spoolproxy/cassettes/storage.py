@@ -9,17 +9,18 @@ All failures raise :class:`~spoolproxy.errors.CassetteError` naming the file and
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 import yaml
 
 from ..errors import CassetteError
-from . import cache
-from .format import FlowList, FormatError, from_document, to_document
+from . import cache, yamlstream
+from .format import DocumentReader, FlowList, FormatError, from_document, to_document
 from .model import Cassette, Response
 
 try:  # the C loader/dumper are several times faster
@@ -61,48 +62,154 @@ def parse_text(text: str | bytes, path: str | Path = "<cassette>") -> Cassette:
     """Parse cassette text (YAML, or JSON for ``*.json``) into a Cassette.
 
     Bytes of a large file are looked up in the parsed-document cache (:mod:`.cache`) first.
+    YAML is read one interaction at a time (:mod:`.yamlstream`) when its layout allows.
 
     Raises CassetteError with the file and, for YAML syntax errors, the line number.
     """
-    raw = text if isinstance(text, bytes) else None
-    doc = cache.get(raw) if raw is not None else cache._MISSING
-    if doc is not cache._MISSING:
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    entry = cache._entry(raw) if isinstance(text, bytes) else None
+    return _read(io.BytesIO(raw), path, entry, whole=lambda: raw)
+
+
+def _read(fh: BinaryIO, path: str | Path, entry: Path | None, whole) -> Cassette:
+    """The cassette in ``fh``: from the cache ``entry`` when it holds one, else parsed (and
+    written to ``entry``).  ``whole()`` gives all the bytes, for the whole-document parse."""
+    cached = cache.read_entry(entry)
+    if cached is not None:
         try:
-            return from_document(doc)
-        except FormatError as exc:
-            raise CassetteError(path, str(exc)) from None
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CassetteError(path, f"not a text file (byte {exc.start} is not UTF-8); is this a cassette?") from None
-    if "\x00" in text:
-        raise CassetteError(path, "binary data, not a YAML cassette")
+            return _build(cached, path)
+        except (ValueError, CassetteError):
+            pass  # a damaged entry: read the YAML
+    if str(path).endswith(".json"):
+        doc = _parse_whole(whole(), path, json_text=True)
+        cache.put_entry(entry, doc)
+        return _from_document(doc, path)
+    writer = cache.EntryWriter(entry)
     try:
-        if str(path).endswith(".json"):
-            doc = json.loads(text)
-        else:
-            doc = yaml.load(text, Loader=CassetteLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise CassetteError(path, f"invalid YAML: {problem}", line=mark.line + 1 if mark else None) from None
-    except json.JSONDecodeError as exc:
-        raise CassetteError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
-    try:
-        cas = from_document(doc)
-    except FormatError as exc:
-        raise CassetteError(path, str(exc)) from None
-    if raw is not None:
-        cache.put(raw, doc)  # only documents that made a valid cassette
+        cas = _build(_yaml_pieces(fh, path, writer), path)
+    except yamlstream.NotStreamable:
+        writer.abort()
+        doc = _parse_whole(whole(), path, json_text=False)
+        cas = _from_document(doc, path)
+        cache.put_entry(entry, doc)
+        return cas
+    except BaseException:
+        writer.abort()
+        raise
+    writer.commit()
     return cas
 
 
+def _from_document(doc, path) -> Cassette:
+    try:
+        return from_document(doc)
+    except FormatError as exc:
+        raise CassetteError(path, str(exc)) from None
+
+
+def _build(pieces, path) -> Cassette:
+    """A cassette from ``("top", (key, value))`` / ``("item", item)`` pieces in file order."""
+    reader = DocumentReader()
+    count = 0
+    try:
+        for kind, value in pieces:
+            if kind == "item":
+                reader.item(value)
+                count += 1
+            elif value[0] == "interactions":
+                reader.top("interactions", None)
+                reader.check_version()
+                items = value[1] or []
+                if not isinstance(items, list):
+                    raise FormatError("'interactions' must be a list")
+                for item in items:
+                    reader.item(item)
+                    count += 1
+            else:
+                reader.top(*value)
+        if "interactions" not in reader.doc:
+            raise FormatError("not a cassette: no 'interactions' key")
+        reader.check_declared(count)
+        return reader.finish()
+    except FormatError as exc:
+        raise CassetteError(path, str(exc)) from None
+
+
+def _yaml_pieces(fh: BinaryIO, path, writer: cache.EntryWriter):
+    """Pieces of a YAML cassette, each segment parsed on its own (see :mod:`.yamlstream`);
+    every piece also goes to the cache ``writer``.  Raises NotStreamable (before anything
+    was given) or CassetteError."""
+    started = False
+    for seg in yamlstream.segments(fh):
+        if seg.kind == "interactions":
+            started = True
+            writer.top("interactions", None)
+            yield "top", ("interactions", None)
+            continue
+        value = _parse_segment(seg, path)
+        if seg.kind == "item":
+            if not isinstance(value, list) or len(value) != 1:
+                raise yamlstream.NotStreamable("an interaction that is not one list item")
+            writer.item(value[0])
+            yield "item", value[0]
+            continue
+        if not isinstance(value, dict):
+            raise yamlstream.NotStreamable("a top-level piece that is not a mapping")
+        for key, v in value.items():
+            if key == "interactions" and started:
+                raise yamlstream.NotStreamable("two interactions keys")
+            writer.top(key, v)
+            yield "top", (key, v)
+
+
+def _parse_segment(seg: yamlstream.Segment, path):
+    try:
+        text = seg.text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CassetteError(
+            path, f"not a text file (byte {seg.offset + exc.start} is not UTF-8); is this a cassette?") from None
+    if "\x00" in text:
+        raise CassetteError(path, "binary data, not a YAML cassette")
+    try:
+        return yaml.load(text, Loader=CassetteLoader)
+    except yaml.composer.ComposerError as exc:
+        if "alias" in str(getattr(exc, "problem", "")):
+            raise yamlstream.NotStreamable("an alias to another piece") from None
+        raise _yaml_error(exc, path, seg.line - 1) from None
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, path, seg.line - 1) from None
+
+
+def _yaml_error(exc: yaml.YAMLError, path, first: int = 0) -> CassetteError:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return CassetteError(path, f"invalid YAML: {problem}", line=first + mark.line + 1 if mark else None)
+
+
+def _parse_whole(raw: bytes, path, *, json_text: bool):
+    """The whole document (the layouts :mod:`.yamlstream` does not split, and JSON)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CassetteError(path, f"not a text file (byte {exc.start} is not UTF-8); is this a cassette?") from None
+    if "\x00" in text:
+        raise CassetteError(path, "binary data, not a YAML cassette")
+    try:
+        if json_text:
+            return json.loads(text)
+        return yaml.load(text, Loader=CassetteLoader)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, path) from None
+    except json.JSONDecodeError as exc:
+        raise CassetteError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+
+
 def load(path: str | Path) -> Cassette:
-    """Load one cassette file.  Raises CassetteError (missing, unreadable, corrupt)."""
+    """Load one cassette file, one interaction at a time (memory stays within a small
+    multiple of the file's size).  Raises CassetteError (missing, unreadable, corrupt)."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        fh = open(p, "rb")
     except FileNotFoundError:
         from .journal import journal_path
 
@@ -115,7 +222,19 @@ def load(path: str | Path) -> Cassette:
         raise CassetteError(p, "is a directory; pass a cassette file") from None
     except OSError as exc:
         raise CassetteError(p, f"cannot read: {exc.strerror}") from None
-    cas = parse_text(data, p)
+    try:
+        with fh:
+            entry = cache.entry_for_file(fh, os.fstat(fh.fileno()).st_size)
+
+            def whole() -> bytes:
+                fh.seek(0)
+                return fh.read()
+
+            cas = _read(fh, p, entry, whole)
+    except IsADirectoryError:
+        raise CassetteError(p, "is a directory; pass a cassette file") from None
+    except OSError as exc:
+        raise CassetteError(p, f"cannot read: {exc.strerror}") from None
     cas.path = p
     return cas
 

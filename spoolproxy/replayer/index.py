@@ -17,13 +17,17 @@ only entries with a wildcard are tried, in recorded order.
 Served entries are removed lazily from both deques, so every look-up costs O(1) amortised
 whatever the cassette size.  Maps by endpoint (scheme, host, port, path) and by host are only
 read to explain a miss.  All methods are thread-safe (one lock).
+
+An entry keeps only the keys of its recorded request's normalised view: the canonical body
+and its parsed JSON (together several times the body's size, for every interaction) are
+rebuilt from the recorded request when a miss or divergence is explained.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Literal
 
@@ -57,6 +61,7 @@ class Entry:
     norm: Normalized
     uri: str = ""  #: the recorded URI, redacted (what reports and error messages show)
     served: int = 0
+    light: bool = False  #: ``norm`` lacks the body (rebuilt by :meth:`Index.full_norm`)
 
     def ref(self) -> RecordedRef:
         r = self.interaction.request
@@ -122,13 +127,15 @@ class Index:
         with self._lock:
             for i, it in enumerate(cas.interactions):
                 norm = self.fp.normalize(it.request)
-                e = Entry(len(self.entries), cas, label, i, it, norm, self.fp.redactor.uri(it.request.uri))
+                wild = WILDCARD in norm.path or WILDCARD.encode() in norm.body
+                light = replace(norm, body=norm.body if wild else b"", body_json=None)  # wildcards match on the body
+                e = Entry(len(self.entries), cas, label, i, it, light, self.fp.redactor.uri(it.request.uri), light=True)
                 self.entries.append(e)
                 self._exact.setdefault(norm.key, deque()).append(e)
                 self._by_url.setdefault(norm.url_key, deque()).append(e)
                 self._by_endpoint.setdefault(norm.endpoint, []).append(e)
                 self._by_host.setdefault(norm.host, []).append(e)
-                if WILDCARD in norm.path or WILDCARD.encode() in norm.body:
+                if wild:
                     self._wild_by_host.setdefault(norm.host, []).append(e)
 
     def __len__(self) -> int:
@@ -187,8 +194,12 @@ class Index:
                 return e
         return None
 
+    def full_norm(self, e: Entry) -> Normalized:
+        """The whole normalised view of ``e``'s recorded request (body included)."""
+        return self.fp.normalize(e.interaction.request) if e.light else e.norm
+
     def _explain(self, result: Lookup, rec: Entry) -> None:
-        a, r = result.actual, rec.norm
+        a, r = result.actual, self.full_norm(rec)
         result.reasons = matchers.explain(r, a)
         if r.fingerprint != a.fingerprint:
             result.changes = diff_bodies(r.body_json, a.body_json, r.body, a.body)
@@ -215,7 +226,8 @@ class Index:
 
         def distance(e: Entry) -> tuple[int, int]:
             n = len(matchers.explain(e.norm, actual, matchers.URL_MATCHERS))
-            d = len(diff_bodies(e.norm.body_json, actual.body_json, e.norm.body, actual.body))
+            r = self.full_norm(e)
+            d = len(diff_bodies(r.body_json, actual.body_json, r.body, actual.body))
             return (n, d)
 
         return min(pool, key=distance)

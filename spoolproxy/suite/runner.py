@@ -115,6 +115,8 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
             raise SpoolError(f"cassette {case.cassette} does not exist (relative to {root}); "
                              "fix `cassette:` or record the run again")
         recorded = load(cassette)
+        recorded_exit, recorded_n = recorded.meta.exit_code, len(recorded)
+        del recorded  # the playback session loads its own copy: never hold two of a large run
         cwd = (root / case.command.cwd).resolve()
         if not cwd.is_dir():
             raise SpoolError(f"working directory {case.command.cwd} does not exist (relative to {root}); fix command.cwd")
@@ -171,8 +173,8 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
                              "(please report it)") from None
         result.findings = list(report.findings)
         result.outcome, result.explanation, result.details = judge(
-            case, played.report, report, transcript, exit_code=played.exit_code, recorded_exit=recorded.meta.exit_code,
-            recorded_interactions=len(recorded))
+            case, played.report, report, transcript, exit_code=played.exit_code, recorded_exit=recorded_exit,
+            recorded_interactions=recorded_n)
         if result.outcome != "passes" and played.output.strip():
             tail = played.output.strip().splitlines()[-5:]
             result.details += ["command output (last lines):", *("  " + ln for ln in tail)]
