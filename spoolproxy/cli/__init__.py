@@ -12,6 +12,7 @@ import sys
 
 import click
 
+from .. import __version__
 from ..errors import SpoolError
 
 #: command name -> (module under spoolproxy.cli, one-line help shown by --help)
@@ -59,7 +60,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="spoolproxy")
+@click.version_option(version=__version__, package_name="spoolproxy")
 def cli() -> None:
     """spoolproxy: record AI agent traffic, detect failing runs, replay them offline as tests."""
 

@@ -28,21 +28,21 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from .. import __version__, config
-from ..cassettes.model import CassetteMeta
-from ..cassettes.redact import Redactor
-from ..cassettes.journal import journal_path
-from ..cassettes.storage import check_writable, load
 from ..errors import SpoolError, UsageError
 from ..proxy.child import NO_PROXY_VARS
-from ..proxy.recorder import Recorder
-from ..proxy.summary import NOTHING_RECORDED, NOTHING_RECORDED_SHORT, RunSummary
-from ..proxy.tlswatch import TlsWatch
 from .common import COMMAND_CONTEXT, CommandWithCmd, ProxySettings, parse_size, proxy_options, relative_cwd, run_session
 from .guard_options import guard_options, make_guard
+
+if TYPE_CHECKING:  # the cassette models (pydantic) are imported when a recording starts, not for --help
+    from ..cassettes.redact import Redactor
+    from ..proxy.recorder import Recorder
+    from ..proxy.summary import RunSummary
+    from ..proxy.tlswatch import TlsWatch
 
 #: mitmproxy options for recording: connect upstream only when a request needs it, so a
 #: refused/unresolvable upstream is recorded against the real request (not the CONNECT).
@@ -60,6 +60,8 @@ def default_cassette_path(now: datetime | None = None, pid: int | None = None) -
     Milliseconds and the process id make the name unique, so two runs started in the same
     second never share a cassette; a ``-2``, ``-3``... suffix is added should the file or
     its journal exist all the same."""
+    from ..cassettes.journal import journal_path
+
     now = now or datetime.now(timezone.utc)
     stem = f"{now.strftime('%Y%m%d-%H%M%S')}-{now.microsecond // 1000:03d}-{os.getpid() if pid is None else pid}"
     path = Path("cassettes") / f"{stem}.yaml"
@@ -73,6 +75,8 @@ def default_cassette_path(now: datetime | None = None, pid: int | None = None) -
 def _existing_count(path: Path) -> tuple[str, int]:
     """(``N interactions`` or ``unreadable``, N) of the cassette at ``path`` (for the
     "replacing" note and the keep-the-good-cassette decision; N is 0 when unreadable)."""
+    from ..cassettes.storage import load
+
     try:
         n = len(load(path))
     except SpoolError:
@@ -163,6 +167,12 @@ def command(
     the cassette: detect reports a crashed agent as agent_crashed.  (--timeout stops CMD
     itself; --max-seconds is a budget checked at each model request.)
     """
+    from ..cassettes.model import CassetteMeta
+    from ..cassettes.redact import Redactor
+    from ..cassettes.storage import check_writable
+    from ..proxy.recorder import Recorder
+    from ..proxy.summary import RunSummary
+    from ..proxy.tlswatch import TlsWatch
     from ..triage.tags import env_tags, parse_tags, stamp
 
     if timeout_s is not None and (not proxy.command or record_mode != "all"):
@@ -294,6 +304,8 @@ class _End:
                 say(f"  {line}")
         self._tls_and_errors()
         if len(cas) == 0 and not facts:
+            from ..proxy.summary import NOTHING_RECORDED, NOTHING_RECORDED_SHORT
+
             click.echo(NOTHING_RECORDED_SHORT if self.quiet else NOTHING_RECORDED, err=True)
 
     def _tls_and_errors(self) -> None:
