@@ -4,7 +4,8 @@ scripted model server (it looks an unknown order up again and again) and the sho
 the real proxy.  The fork is stopped within one request of ``--max-llm-calls`` (the prefix
 replayed from the parent is not counted), the agent sees one non-retried error; each verify
 trial is guarded the same way (budgets from ``[record]``) and a stopped trial is ``failed``
-with the breaker's reason, and each arm's cost is shown."""
+with the breaker's reason.  And the cost of a run, priced with one price book, in ``diff``
+(side by side), ``verify`` (per arm) and ``report``: unknown models stay unknown."""
 
 from __future__ import annotations
 
@@ -111,3 +112,52 @@ def test_verify_trials_are_guarded_and_a_stopped_trial_failed(project):
     cost = f"${v['patched']['cost_usd']:.6f}"
     assert f"│ {cost}" in r.stdout  # the arms table's cost column, per arm
 
+
+PRICED = '[prices]\n"shop-scripted-1" = { input = 1.0, output = 2.0 }\n'
+
+
+def detect_cost(root, cassette: str, *config: str):
+    r = spoolproxy(root, "detect", cassette, "--json", *config)
+    return json.loads(r.stdout.splitlines()[0])["cost"]
+
+
+def test_diff_shows_cost_side_by_side_with_the_same_price_book(project):
+    root, _model, _shop = project
+    (root / "priced.toml").write_text(PRICED)
+    # A: gpt-4o-mini (the dated table); B: the scripted model, in no table
+    r = spoolproxy(root, "diff", "cassettes/runaway.yaml", "cassettes/stock-check.yaml", "--json")
+    assert r.returncode == 0, r.stderr
+    a, b = (json.loads(r.stdout)[k]["totals"] for k in ("a", "b"))
+    assert a["cost_usd"] == detect_cost(root, "cassettes/runaway.yaml")["usd"] > 0
+    assert a["price_sources"] == ["table 2026-12-01"]
+    assert b["cost_usd"] is None and b["unpriced_models"] == ["shop-scripted-1"]  # unknown, never guessed
+    text = spoolproxy(root, "diff", "cassettes/runaway.yaml", "cassettes/stock-check.yaml").stdout
+    assert "unknown (no price for shop-scripted-1)" in text and f"${a['cost_usd']:.6f}" in text
+    # a user price in [prices] prices B, exactly as detect prices it with the same config
+    r = spoolproxy(root, "diff", "cassettes/runaway.yaml", "cassettes/stock-check.yaml", "--json",
+                   "--config", "priced.toml")
+    b = json.loads(r.stdout)["b"]["totals"]
+    expected = detect_cost(root, "cassettes/stock-check.yaml", "--config", "priced.toml")
+    assert b["cost_usd"] == expected["usd"] and expected["usd"] > 0 and b["price_sources"] == ["user"]
+    assert b["cost_usd"] == round((b["input_tokens"] * 1.0 + b["output_tokens"] * 2.0) / 1e6, 6)
+    text = spoolproxy(root, "diff", "cassettes/runaway.yaml", "cassettes/stock-check.yaml", "--config",
+                      "priced.toml").stdout
+    delta = a["cost_usd"] - b["cost_usd"]
+    assert f"{'+' if delta > 0 else '-'}${abs(delta):.6f}" in text and "prices: table 2026-12-01, user" in text
+
+
+def test_report_shows_the_runs_cost(project):
+    root, _model, _shop = project
+    (root / "priced.toml").write_text(PRICED)
+    r = spoolproxy(root, "report", "cassettes/runaway.yaml", "-o", "runaway.html")
+    assert r.returncode == 0, r.stderr
+    usd = detect_cost(root, "cassettes/runaway.yaml")["usd"]
+    html = (root / "runaway.html").read_text()
+    assert f"${usd:.6f}" in html and "prices: table 2026-12-01" in html
+    r = spoolproxy(root, "report", "cassettes/stock-check.yaml", "-o", "stock.html")
+    html = (root / "stock.html").read_text()
+    assert "unknown" in html and "no price for shop-scripted-1" in html
+    r = spoolproxy(root, "report", "cassettes/stock-check.yaml", "-o", "stock-priced.html", "--config", "priced.toml")
+    usd = detect_cost(root, "cassettes/stock-check.yaml", "--config", "priced.toml")["usd"]
+    html = (root / "stock-priced.html").read_text()
+    assert f"${usd:.6f}" in html and "prices: user" in html
