@@ -131,14 +131,20 @@ def _pin(v, subject) -> None:
 
     from ..cassettes import load, save
     from ..fix.verify import best_passing, write, write_hook
-    from ..suite.runner import pin
+    from ..suite.runner import pin, pinned_path
+    from .learn_review import pinned_sibling
 
     best = best_passing(v)
     if v.verdict not in ("VERIFIED", "LIKELY") or best is None:
         click.echo(f"spoolproxy: not pinned: the verdict is {v.verdict}" +
                    ("" if best else " and no patched trial passed"), err=True)
         return
-    target = pin(subject.case, subject.case_path, subject.root, Path(best.cassette))
+    target = pinned_path(subject.case, subject.root)
+    if target.resolve() == Path(subject.cassette).resolve():
+        # the verified run itself is named *.pinned.yaml: never overwrite it; the winner goes
+        # beside it where `--learn-from pinned` looks (<stem>.pinned.yaml)
+        target = pinned_sibling(Path(subject.cassette))
+    target = pin(subject.case, subject.case_path, subject.root, Path(best.cassette), target)
     cas = load(target)  # keep the link to the parent right from the new place
     parent = Path(best.source or subject.cassette).resolve()
     cas.meta.extra["forked_from"] = os.path.relpath(parent, target.resolve().parent)
@@ -237,6 +243,8 @@ def render(v) -> None:
     console.print(f"trials: {_esc(_shown(v.out_dir))}/ (verification.json)", highlight=False)
     if v.pinned:
         console.print(f"pinned: {_esc(_shown(v.pinned))}", highlight=False)
+        console.print(f"learn assertions from it: spoolproxy annotate {_esc(v.subject)} --learn-from pinned",
+                      highlight=False)
 
 
 def _arm_cost(v, name: str) -> str:
