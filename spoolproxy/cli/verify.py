@@ -234,8 +234,13 @@ def render(v) -> None:
     from .show import usd
 
     budget = f" of --max-cost {usd(v.max_cost_usd)}" if v.max_cost_usd is not None else ""
-    unknown = " (some models are not in the price table: their cost is not counted)" if v.cost_unknown else ""
-    console.print(f"cost of live model calls: {usd(v.cost_usd)}{budget}{unknown}", highlight=False)
+    if v.cost_unknown and not v.cost_usd:
+        spent = "unknown (no price for the models used: give them one in [prices])"
+    elif v.cost_unknown:
+        spent = f"{usd(v.cost_usd)} + calls of models with no price (not counted; see [prices])"
+    else:
+        spent = usd(v.cost_usd)
+    console.print(f"cost of live model calls: {spent}{budget}", highlight=False)
     if v.stopped:
         console.print(f"[yellow]stopped early: {_esc(v.stopped)}[/]")
     style = VERDICT_STYLE.get(v.verdict or "", "")
