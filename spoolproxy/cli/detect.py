@@ -207,6 +207,7 @@ def _print_report(console, report, min_rank: int, n: int) -> None:
     from rich.table import Table
 
     from ..detectors import SEVERITY_RANK
+    from ..detectors.evidence import evidence_text
 
     verdict = "[bold red]FAIL[/]" if report.verdict == "fail" else "[green]pass[/]"
     shown = [f for f in report.findings if SEVERITY_RANK[f.severity] >= min_rank]
@@ -226,7 +227,8 @@ def _print_report(console, report, min_rank: int, n: int) -> None:
     for f in shown:
         lines = [escape(f.message)]
         for e in f.evidence:
-            lines.append(f"[dim]#{e.interaction} {escape(e.path)}:[/] [cyan]{escape(repr(e.quote)[1:-1][:160])}[/]")
+            where, quote = evidence_text(e, 160)
+            lines.append(f"[dim]{where} {escape(e.path)}:[/] [cyan]{escape(quote)}[/]")
         table.add_row(f"[{STYLE[f.severity]}]{f.severity}[/]", f.kind, ranges(f.interactions), "\n".join(lines))
     console.print(table)
     console.print()

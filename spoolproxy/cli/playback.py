@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .. import config
 from ..errors import SpoolError, UsageError
-from .common import COMMAND_CONTEXT, ProxySettings, proxy_options, run_session
+from .common import COMMAND_CONTEXT, CommandWithCmd, ProxySettings, proxy_options, run_session
 from .guard_options import guard_options, make_guard
 
 STRICT_EXIT = 3
@@ -61,7 +61,8 @@ def _table(path) -> PlaybackTable:
         raise UsageError(f"config [playback] {where}: {err['msg']}") from None
 
 
-@click.command(context_settings=COMMAND_CONTEXT, short_help="Serve cassettes to a command, offline, with explained misses.")
+@click.command(cls=CommandWithCmd, context_settings=COMMAND_CONTEXT,
+               short_help="Serve cassettes to a command, offline, with explained misses.")
 @proxy_options
 @guard_options
 @click.option("--cassette", "-c", "cassettes", multiple=True, type=click.Path(), metavar="PATH",

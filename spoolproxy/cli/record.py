@@ -36,17 +36,22 @@ from ..cassettes.model import CassetteMeta
 from ..cassettes.redact import Redactor
 from ..cassettes.journal import journal_path
 from ..cassettes.storage import check_writable, load
-from ..errors import SpoolError
+from ..errors import SpoolError, UsageError
 from ..proxy.child import NO_PROXY_VARS
 from ..proxy.recorder import Recorder
 from ..proxy.summary import NOTHING_RECORDED, NOTHING_RECORDED_SHORT, RunSummary
 from ..proxy.tlswatch import TlsWatch
-from .common import COMMAND_CONTEXT, ProxySettings, parse_size, proxy_options, relative_cwd, run_session
+from .common import COMMAND_CONTEXT, CommandWithCmd, ProxySettings, parse_size, proxy_options, relative_cwd, run_session
 from .guard_options import guard_options, make_guard
 
 #: mitmproxy options for recording: connect upstream only when a request needs it, so a
 #: refused/unresolvable upstream is recorded against the real request (not the CONNECT).
 RECORD_OPTIONS = {"connection_strategy": "lazy"}
+
+#: bytes of CMD's stderr kept while it runs: redacted as a whole, then cut to the last
+#: STDERR_KEEP characters, so a secret near the cut is redacted before it could be halved
+STDERR_WINDOW = 8192
+STDERR_KEEP = 4096
 
 
 def default_cassette_path(now: datetime | None = None, pid: int | None = None) -> Path:
@@ -101,7 +106,8 @@ def aside_path(path: Path, now: datetime | None = None) -> Path:
     return target
 
 
-@click.command(context_settings=COMMAND_CONTEXT, short_help="Record a command's HTTP(S) traffic into a cassette.")
+@click.command(cls=CommandWithCmd, context_settings=COMMAND_CONTEXT,
+               short_help="Record a command's HTTP(S) traffic into a cassette.")
 @proxy_options
 @guard_options
 @click.option("--cassette", "-c", type=click.Path(dir_okay=False), help="Cassette to write (default: cassettes/<UTC time>-<ms>-<pid>.yaml).")
@@ -123,6 +129,8 @@ def aside_path(path: Path, now: datetime | None = None) -> Path:
     "none only replays (the same as 'spoolproxy playback').  The replaying modes match requests exactly "
     "(method, URL and body), so a changed request is recorded, not served the old response.",
 )
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Stop CMD after SECONDS (SIGTERM, then SIGKILL 5 s later); the cassette says it timed out.")
 @click.option("--force", is_flag=True,
               help="Replace an existing cassette even when this recording produced nothing usable "
               "(no interaction, or only transport/TLS failures).")
@@ -135,6 +143,7 @@ def command(
     redact_pattern: tuple[str, ...],
     tags: tuple[str, ...],
     record_mode: str,
+    timeout_s: float | None,
     force: bool,
     guard_flags: dict,
 ) -> None:
@@ -147,9 +156,17 @@ def command(
       spoolproxy record --reverse https://api.openai.com -- node agent.js
       spoolproxy record --max-llm-calls 30 --max-cost 0.50 --circuit-breaker -- python agent.py
       spoolproxy record --tag agent=refund-bot --tag version=1.4.0 -- python agent.py
+      spoolproxy record --timeout 600 -- python agent.py
+
+    CMD's exit status, the signal that killed it, a --timeout it overran and the last 4 KB
+    of its stderr (redacted; the stderr still reaches the terminal as it comes) are kept in
+    the cassette: detect reports a crashed agent as agent_crashed.  (--timeout stops CMD
+    itself; --max-seconds is a budget checked at each model request.)
     """
     from ..triage.tags import env_tags, parse_tags, stamp
 
+    if timeout_s is not None and (not proxy.command or record_mode != "all"):
+        raise UsageError("--timeout stops CMD while it is recorded: give CMD after '--' (record mode all)")
     run_tags = {**env_tags(), **parse_tags(tags)}  # bad tags are refused before anything starts
     path = Path(cassette) if cassette else default_cassette_path()
     if record_mode != "all":
@@ -204,10 +221,12 @@ def command(
 
     end.bypass = bypass_warnings(proxy.command, reverse=bool(proxy.reverse))  # clients that ignore HTTPS_PROXY: said with the summary
     code: int | None = None
+    end.timeout_s = timeout_s
     try:
-        code = run_session(proxy, runner, banner="Recording")
+        code = run_session(proxy, runner, banner="Recording", stderr_tail=STDERR_WINDOW, timeout_s=timeout_s,
+                           on_end=end.child_ended)
     except SpoolError:
-        if rec.count == 0:
+        if rec.count == 0 and end.child is None:
             rec.abort()  # nothing ran: leave no cassette behind
             raise
         end.finish(code, say)
@@ -231,6 +250,15 @@ class _End:
         self.guard = guard
         #: clients of CMD known to ignore the proxy (:func:`spoolproxy.proxy.bypass.bypass_warnings`)
         self.bypass: list[str] = []
+        #: how CMD ended (:class:`~spoolproxy.proxy.child.ChildEnd`), once it did, and ``--timeout``
+        self.child = None
+        self.timeout_s: float | None = None
+
+    def child_ended(self, child) -> None:
+        """Keep how CMD ended: ``meta.extra["agent_end"]`` (signal, timeout, the redacted end
+        of its stderr), which ``agent_crashed`` reads."""
+        self.child = child
+        self.rec.run_facts["agent_end"] = child.meta(self.redactor, keep=STDERR_KEEP)
 
     def warn(self, line: str) -> None:
         click.echo(self.redactor.text(f"spoolproxy: warning: {line}"), err=True)
@@ -241,6 +269,8 @@ class _End:
         facts = self.tls.facts()
         if facts:
             self.rec.run_facts["tls_rejected"] = facts
+        if self.child is not None and self.child.timed_out:
+            self.warn(f"CMD ran past --timeout {self.timeout_s:g} s and was stopped")
         why = unusable(self.summary, facts) if self.keep else None
         if why and self.rec.count == 0 and not facts:
             self.rec.abort()  # nothing to keep from this run, and a good cassette to protect
@@ -259,7 +289,7 @@ class _End:
             say(f"  {line}")
         for line in self.guard.summary_lines() if self.guard is not None else []:
             say(f"  {line}")
-        if len(cas) or facts:
+        if len(cas) or facts or code:
             for line in _findings(cas, self.config_path):
                 say(f"  {line}")
         self._tls_and_errors()
