@@ -31,9 +31,9 @@ from pydantic import BaseModel, Field
 
 from .model import Cassette, CassetteMeta, HeaderDict, Interaction, Request, Response
 from .secret_memory import SecretMemory
-from .websocket import map_payloads
 from .secret_rules import (ALL_RULES, ENV_SECRET_RE, SECRET_HEADERS, SECRET_NAME_RE, SECRET_QUERY, CompiledRules, Rule,
                            compile_rules, standalone)
+from .websocket import map_payloads
 
 __all__ = ["PLACEHOLDER_RE", "RedactConfig", "Redactor", "SECRET_HEADERS", "SECRET_NAME_RE", "SECRET_QUERY",
            "placeholder"]
