@@ -1,8 +1,10 @@
-"""A fake OpenAI-compatible model that returns scripted judgements (for the judge's tests).
+"""A fake model server that returns scripted judgements (for the judge's tests).
 
-``POST /v1/chat/completions`` answers a ``chat.completion`` whose message content is what
-the script returns for the request (:class:`JudgeServer.script`, a function of the parsed
-request body), exactly as an OpenAI-compatible server would send a JSON answer.  Knobs:
+``POST /v1/chat/completions`` answers an OpenAI ``chat.completion`` whose message content is
+what the script returns for the request (:class:`JudgeServer.script`, a function of the
+parsed request body), as an OpenAI-compatible server sends a JSON answer.  ``POST
+/v1/messages`` answers an Anthropic Messages ``message`` whose ``tool_use`` block (for the
+tool the request forces with ``tool_choice``) has the script's answer as ``input``.  Knobs:
 
 * ``refuse_schema``: answer ``400`` with an OpenAI-shaped error naming ``response_format``
   to a request asking for ``json_schema`` (a server without structured output), so the
@@ -45,6 +47,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        if self.path.rstrip("/").endswith("/v1/messages"):
+            return self._anthropic(json.loads(body), body)
         if not self.path.rstrip("/").endswith("/chat/completions"):
             return self._send(404, {"error": {"message": f"unknown path {self.path}", "type": "invalid_request_error"}})
         req = json.loads(body)
@@ -66,6 +70,18 @@ class _Handler(BaseHTTPRequestHandler):
                                       "logprobs": None, "finish_reason": "stop"}],
                          "usage": {"prompt_tokens": words, "completion_tokens": len(content.split()),
                                    "total_tokens": words + len(content.split())}})
+
+
+    def _anthropic(self, req: dict[str, Any], body: bytes) -> None:
+        self.server.log.append(req)
+        name = (req.get("tool_choice") or {}).get("name") or "answer"
+        answer = self.server.script(req)
+        digest = hashlib.sha256(body).hexdigest()
+        self._send(200, {"id": f"msg_{digest[:24]}", "type": "message", "role": "assistant", "model": req.get("model"),
+                         "content": [{"type": "tool_use", "id": f"toolu_{digest[24:48]}", "name": name,
+                                      "input": answer if isinstance(answer, dict) else json.loads(answer)}],
+                         "stop_reason": "tool_use", "stop_sequence": None,
+                         "usage": {"input_tokens": 100, "output_tokens": 40}})
 
 
 class JudgeServer(ThreadingHTTPServer):
@@ -98,3 +114,9 @@ class JudgeServer(ThreadingHTTPServer):
 def run_text(req: dict[str, Any]) -> str:
     """The compacted run the judge's user message carries (for scripts that quote it)."""
     return next((m["content"] for m in req.get("messages") or [] if m.get("role") == "user"), "")
+
+
+def asks_for_fixes(req: dict[str, Any]) -> bool:
+    """Is this the fix call (not the diagnosis call)?"""
+    system = req.get("system") or next((m["content"] for m in req.get("messages") or [] if m.get("role") == "system"), "")
+    return "propose fixes" in str(system)
