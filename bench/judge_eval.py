@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-url")
     ap.add_argument("--api-key-env")
     ap.add_argument("--provider", choices=["openai", "anthropic"])
+    ap.add_argument("--no-system-role", action="store_true", help="instructions in the user message (Gemma)")
     ap.add_argument("--offline", action="store_true", help="replay the judge cassettes recorded in --work")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--max-chars", type=int, default=16_000)
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     judges = {"heuristic": JudgeOptions()}
     if a.model:
         settings = JudgeSettings(model=a.model, base_url=a.base_url, api_key_env=a.api_key_env, provider=a.provider,
-                                 timeout=a.timeout)
+                                 timeout=a.timeout, system_role=not a.no_system_role)
         judges[a.model] = JudgeOptions(settings=settings, offline=a.offline, max_chars=a.max_chars)
     preds: dict[str, dict[str, dict]] = {name: {} for name in judges}
     lines = []

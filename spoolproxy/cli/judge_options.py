@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import SpoolError, UsageError
 
 _KEYS = ("model", "base_url", "api_key_env", "provider", "offline", "replay_judge", "record_judge", "refresh",
-         "timeout", "max_chars")
+         "timeout", "max_chars", "system_role")
 
 
 class JudgeTable(BaseModel):
@@ -32,6 +32,7 @@ class JudgeTable(BaseModel):
     timeout: float | None = None
     max_tokens: int | None = None
     max_chars: int | None = None
+    system_role: bool | None = None
 
 
 def judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -43,6 +44,9 @@ def judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(judge_flags=flags, **kwargs)
 
     options = [
+        click.option("--no-system-role", "system_role", flag_value=False, default=None,
+                     help="Put the instructions at the top of the user message, not in a system message (chat "
+                          "templates that drop system messages, e.g. Gemma on llama-cpp-python)."),
         click.option("--max-chars", type=click.IntRange(min=2000), default=None, metavar="N",
                      help="Size bound of the compacted run the model reads (characters; default 16000).",),
         click.option("--timeout", type=click.FloatRange(min=1), default=None, metavar="S",
@@ -112,7 +116,8 @@ def judge_options_from(flags: dict[str, Any], config_path: str | None = None, *,
         return opts
     opts.settings = JudgeSettings(model=model, base_url=base_url, api_key_env=flags["api_key_env"] or t.api_key_env,
                                   provider=provider, timeout=flags["timeout"] or t.timeout or 300.0,
-                                  max_tokens=t.max_tokens or 1024)
+                                  max_tokens=t.max_tokens or 1024,
+                                  system_role=False if flags["system_role"] is False or t.system_role is False else True)
     if flags["offline"] and replay is not None:
         raise UsageError("--offline replays the run's own judge cassette; --replay-judge names another: give one")
     return opts

@@ -53,7 +53,9 @@ class JudgeSettings:
     ``provider``: ``openai`` (any Chat Completions endpoint) or ``anthropic`` (default:
     ``anthropic`` for ``claude-*`` models or an ``anthropic.com`` URL); ``timeout``: seconds
     per call; ``max_tokens``: answer budget; ``structured``: the first ``response_format``
-    mode to try (``json_schema``, ``json_object`` or ``none``).
+    mode to try (``json_schema``, ``json_object`` or ``none``); ``system_role``: False sends
+    the instructions at the top of the user message instead of as a ``system`` message (for
+    chat templates that drop system messages, such as Gemma's in llama-cpp-python).
     """
 
     model: str
@@ -63,6 +65,7 @@ class JudgeSettings:
     timeout: float = 300.0
     max_tokens: int = 1024
     structured: str = "json_schema"
+    system_role: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     def resolved_provider(self) -> Provider:
@@ -118,6 +121,12 @@ class ChatClient:
         Raises JudgeCallError."""
         if self.settings.resolved_provider() == "anthropic":
             return self._anthropic(messages, schema, name)
+        if not self.settings.system_role:
+            system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+            rest = [dict(m) for m in messages if m["role"] != "system"]
+            if system and rest:
+                rest[0]["content"] = f"{system}\n\n{rest[0]['content']}"
+            messages = rest
         return self._openai(messages, schema, name)
 
     # -- OpenAI Chat Completions --------------------------------------------------------------
