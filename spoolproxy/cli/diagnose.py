@@ -63,7 +63,6 @@ def command(paths: tuple[str, ...], judge_flags: dict, heuristic: bool, show_pro
     from ..cassettes.storage import iter_paths
     from ..detectors import load_detect_config
     from ..errors import CassetteError, UsageError
-    from ..judge import cache
     from ..judge.service import diagnose, load_run, prompt_messages
 
     if heuristic and (judge_flags["model"] or judge_flags["replay_judge"]):
@@ -81,8 +80,6 @@ def command(paths: tuple[str, ...], judge_flags: dict, heuristic: bool, show_pro
 
         console = Console(highlight=False, soft_wrap=True)
     for f in files:
-        if f.endswith(cache.SUFFIX) or f.rsplit("/", 1)[-1].startswith("."):
-            continue
         try:
             run = load_run(f, detect_cfg)
         except CassetteError as exc:

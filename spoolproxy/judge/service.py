@@ -119,6 +119,8 @@ def _ask(run: LoadedRun, opts: JudgeOptions, call: str, messages, schema, name: 
     mode, jpath = _mode(run, opts, call)
     info = {"of": run.path.name, "call": call, "model": s.model, "base_url": s.url(),
             "provider": s.resolved_provider(), "prompt_version": version}
+    # the run was redacted when it was recorded; a cassette from elsewhere may not be
+    messages = [{**m, "content": opts.redactor.text(m["content"])} for m in messages]
     with judge_http(mode, jpath, info=info, redactor=opts.redactor) as http:  # type: ignore[arg-type]
         api_key = None if mode == "replay" else s.api_key()
         answer = ChatClient(s, http, api_key).ask(messages, schema, name)
