@@ -104,6 +104,26 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(out)
 
 
+def rescore(path: Path) -> str:
+    """The table for the results in a ``--jsonl`` file: every judge on the runs all of them
+    judged (a slow model's partial run is compared on the same runs), then each judge on all
+    the runs it judged."""
+    cases = {c["name"]: c for c in load_manifest()}
+    preds: dict[str, dict[str, dict]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        preds.setdefault(row["judge"], {})[row["case"]] = row
+    common = set.intersection(*(set(p) for p in preds.values())) if preds else set()
+    subset = [c for n, c in cases.items() if n in common]
+    out = [f"On the {len(subset)} runs every judge judged:", "",
+           table({name: score(subset, p) for name, p in preds.items()})]
+    for name, p in preds.items():
+        if set(p) != common:
+            judged = [c for n, c in cases.items() if n in p]
+            out += ["", f"{name} on all {len(judged)} runs it judged:", "", table({name: score(judged, p)})]
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model")
@@ -114,11 +134,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--offline", action="store_true", help="replay the judge cassettes recorded in --work")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--max-chars", type=int, default=16_000)
+    ap.add_argument("--max-tokens", type=int, default=1024, help="the model's answer budget")
+    ap.add_argument("--structured", default="json_schema", choices=["json_schema", "json_object_schema", "json_object", "none"],
+                    help="the first response_format mode to ask for")
+    ap.add_argument("--silent-first", action="store_true",
+                    help="judge the planted runs first, then the examples, then the shared cases (partial runs "
+                         "of a slow model still cover the silent failures)")
     ap.add_argument("--work", type=Path, default=None, help="where the runs are copied and judged (default: a temp dir)")
     ap.add_argument("--only", nargs="*", default=None, help="case names to run")
     ap.add_argument("--jsonl", type=Path, default=None, help="write per-run results here")
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown table here too")
+    ap.add_argument("--rescore", type=Path, default=None, metavar="JSONL",
+                    help="score the per-run results of an earlier (maybe partial) run; no judging")
     a = ap.parse_args(argv)
+    if a.rescore:
+        md = rescore(a.rescore)
+        print(md)
+        if a.out:
+            a.out.write_text(md + "\n", encoding="utf-8")
+        return 0
     sys.path.insert(0, str(REPO))
     from spoolproxy.errors import SpoolError
     from spoolproxy.judge.client import JudgeSettings
@@ -127,12 +161,18 @@ def main(argv: list[str] | None = None) -> int:
     cases = [c for c in load_manifest() if a.only is None or c["name"] in a.only]
     absent = [c["name"] for c in cases if c["path"] is None]
     cases = [c for c in cases if c["path"] is not None]
+    if a.silent_first:
+        rank = {"bench": 0, "cassettes": 1}
+        cases.sort(key=lambda c: rank.get(c["cassette"].split("/")[0], 2))
     work = a.work or Path(tempfile.mkdtemp(prefix="judge-eval-"))
     work.mkdir(parents=True, exist_ok=True)
+    if a.jsonl and a.jsonl.exists():
+        a.jsonl.unlink()
     judges = {"heuristic": JudgeOptions()}
     if a.model:
         settings = JudgeSettings(model=a.model, base_url=a.base_url, api_key_env=a.api_key_env, provider=a.provider,
-                                 timeout=a.timeout, system_role=not a.no_system_role)
+                                 timeout=a.timeout, system_role=not a.no_system_role,
+                                 max_tokens=a.max_tokens, structured=a.structured)
         judges[a.model] = JudgeOptions(settings=settings, offline=a.offline, max_chars=a.max_chars)
     preds: dict[str, dict[str, dict]] = {name: {} for name in judges}
     lines = []
@@ -153,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
             preds[name][c["name"]] = p
             lines.append({"case": c["name"], "judge": name, "gold": c["label"], "gold_interactions": c["interactions"],
                           **p})
+            if a.jsonl:  # written as it goes: a slow model's partial run still counts
+                with a.jsonl.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(lines[-1]) + "\n")
             print(f"{c['name']:28} {name:22} {p['label']:22} {p['interaction']!s:5} "
                   f"{'ok' if right_label(c, p['label']) else '--'} {p['seconds']}s"
                   + (f"  ({p.get('error') or 'claimed ' + str(p.get('claimed'))})" if p.get('error') or p.get('claimed') else ""),
@@ -164,8 +207,6 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     if a.out:
         a.out.write_text(md + "\n", encoding="utf-8")
-    if a.jsonl:
-        a.jsonl.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
     return 0
 
 

@@ -175,8 +175,9 @@ def test_a_server_without_structured_output_and_a_fenced_answer(judge, run_copy)
     judge.refuse_schema, judge.fence = True, True
     d = diagnose(run_copy, opts(judge))
     assert d.label == "tool_error_mishandled"
-    assert [r.get("response_format", {}).get("type") for r in judge.log] == ["json_schema", "json_object"]
-    assert any("json_object" in n for n in d.notes)
+    formats = [r.get("response_format", {}) for r in judge.log]
+    assert [f.get("type") for f in formats] == ["json_schema", "json_object"] and formats[1]["schema"]["required"]
+    assert any("json_object_schema" in n for n in d.notes)
     finding = off_track(d)
     assert finding.severity == "error" and finding.evidence == d.evidence
 

@@ -5,8 +5,10 @@ Both ask for one JSON object that follows a schema:
 
 * **OpenAI Chat Completions** (``POST {base_url}/chat/completions``): ``response_format``
   ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`` first; a server
-  that rejects it (a 4xx naming ``response_format``, ``json_schema`` or ``schema``) is asked
-  again with ``{"type": "json_object"}``, then with no ``response_format`` at all; the
+  that rejects it (a 4xx/5xx naming ``response_format``, ``json_schema`` or ``schema``) is
+  asked again with ``{"type": "json_object", "schema": ...}`` (llama-cpp-python's server
+  turns that schema into a grammar), then ``{"type": "json_object"}``, then with no
+  ``response_format`` at all; the
   prompt states the JSON shape in every case, and the answer is read by the tolerant
   parser (:mod:`.parse`).  The mode that worked is remembered for the next call;
 * **Anthropic Messages** (``POST {base_url}/v1/messages``): one tool whose
@@ -35,7 +37,7 @@ from .parse import extract_json
 Provider = Literal["openai", "anthropic"]
 OPENAI_URL = "https://api.openai.com/v1"
 ANTHROPIC_URL = "https://api.anthropic.com"
-_MODES = ("json_schema", "json_object", "none")
+_MODES = ("json_schema", "json_object_schema", "json_object", "none")
 
 
 class JudgeCallError(SpoolError):
@@ -53,7 +55,7 @@ class JudgeSettings:
     ``provider``: ``openai`` (any Chat Completions endpoint) or ``anthropic`` (default:
     ``anthropic`` for ``claude-*`` models or an ``anthropic.com`` URL); ``timeout``: seconds
     per call; ``max_tokens``: answer budget; ``structured``: the first ``response_format``
-    mode to try (``json_schema``, ``json_object`` or ``none``); ``system_role``: False sends
+    mode to try (``json_schema``, ``json_object_schema``, ``json_object`` or ``none``); ``system_role``: False sends
     the instructions at the top of the user message instead of as a ``system`` message (for
     chat templates that drop system messages, such as Gemma's in llama-cpp-python).
     """
@@ -142,6 +144,8 @@ class ChatClient:
             if mode == "json_schema":
                 body["response_format"] = {"type": "json_schema",
                                            "json_schema": {"name": name, "schema": schema, "strict": True}}
+            elif mode == "json_object_schema":  # llama-cpp-python: the schema becomes a grammar
+                body["response_format"] = {"type": "json_object", "schema": schema}
             elif mode == "json_object":
                 body["response_format"] = {"type": "json_object"}
             body.update(self.settings.extra)

@@ -23,10 +23,11 @@ from ..detectors.evidence import EvidenceBuilder
 from ..detectors.models import Finding, Report, Transcript
 from ..errors import SpoolError, UsageError
 from . import cache
-from .client import ChatClient, JudgeSettings
+from .client import Answer, ChatClient, JudgeSettings
 from .compact import DEFAULT_MAX_CHARS, Compacted, compact, cut
 from .heuristic import heuristic_diagnosis
 from .models import Diagnosis, Fixes
+from .parse import AnswerError
 from .prompt import FIX_PROMPT_VERSION, PROMPT_VERSION, diagnose_messages, diagnosis_schema, fix_messages, fix_schema
 from .proposals import validate
 from .quotes import settle
@@ -123,7 +124,10 @@ def _ask(run: LoadedRun, opts: JudgeOptions, call: str, messages, schema, name: 
     messages = [{**m, "content": opts.redactor.text(m["content"])} for m in messages]
     with judge_http(mode, jpath, info=info, redactor=opts.redactor) as http:  # type: ignore[arg-type]
         api_key = None if mode == "replay" else s.api_key()
-        answer = ChatClient(s, http, api_key).ask(messages, schema, name)
+        try:
+            answer = ChatClient(s, http, api_key).ask(messages, schema, name)
+        except AnswerError as exc:  # the call worked, the answer is unusable: kept (recorded), judged unknown
+            answer = Answer(data={}, text=str(exc), mode="unparseable")
     return answer, (str(jpath.name) if jpath is not None and mode != "direct" else None)
 
 
@@ -150,10 +154,13 @@ def diagnose(path: str | Path, opts: JudgeOptions, detect_config=None, run: Load
     comp = compacted(run, opts.max_chars)
     answer, jname = _ask(run, opts, "diagnosis", diagnose_messages(comp.text), diagnosis_schema(),
                          "diagnosis", PROMPT_VERSION)
-    d = settle(answer.data, EvidenceBuilder(run.cassette, run.transcript), run.report, comp.fields)
+    if answer.mode == "unparseable":
+        d = Diagnosis(label="unknown", confidence=0.0, notes=[answer.text])
+    else:
+        d = settle(answer.data, EvidenceBuilder(run.cassette, run.transcript), run.report, comp.fields)
     d.source, d.model, d.base_url, d.judge_cassette = "model", model, settings.url(), jname
-    if answer.mode not in ("json_schema", "tool"):
-        d.notes.append(f"asked with response_format {answer.mode} (the endpoint refused a schema)")
+    if answer.mode not in ("json_schema", "tool", "unparseable"):
+        d.notes.append(f"asked with response_format {answer.mode} (the endpoint refused json_schema)")
     d.prompt_version, d.cassette_sha256, d.created = PROMPT_VERSION, run.sha256, cache.now()
     cache.store(run.path, key, "diagnosis", d.model_dump(mode="json"), opts.redactor)
     return d
@@ -217,11 +224,14 @@ def propose(path: str | Path, opts: JudgeOptions, detect_config=None, run: Loade
              "evidence": [e.model_dump() for e in d.evidence]}
     answer, jname = _ask(run, opts, "fixes", fix_messages(brief, fix_context(run), comp.text), fix_schema(),
                          "fix_proposals", FIX_PROMPT_VERSION)
-    fixes = Fixes(proposals=validate(answer.data, run.cassette, run.transcript), diagnosis_label=d.label,
+    fixes = Fixes(proposals=validate(answer.data, run.cassette, run.transcript) if answer.data else [],
+                  diagnosis_label=d.label,
                   diagnosis_interaction=d.interaction, model=settings.model, base_url=settings.url(),
                   prompt_version=FIX_PROMPT_VERSION, cassette_sha256=run.sha256, judge_cassette=jname,
                   created=cache.now())
-    if not fixes.kept:
+    if answer.mode == "unparseable":
+        fixes.notes.append(answer.text)
+    elif not fixes.kept:
         fixes.notes.append("no proposal passed the checks; see each one's problems")
     write_fix_files(run.path, fixes, opts.redactor)
     cache.store(run.path, key, "fixes", fixes.model_dump(mode="json"), opts.redactor)
