@@ -113,6 +113,11 @@ def rescore(path: Path) -> str:
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         preds.setdefault(row["judge"], {})[row["case"]] = row
+    for name in [n for n in preds if n != "heuristic"]:  # what the model said, before the evidence check
+        preds[f"{name} (claimed, unchecked)"] = {
+            case: {**row, "label": row.get("claimed") or row["label"],
+                   "interaction": row.get("claimed_interaction", row.get("interaction"))}
+            for case, row in preds[name].items()}
     common = set.intersection(*(set(p) for p in preds.values())) if preds else set()
     subset = [c for n, c in cases.items() if n in common]
     out = [f"On the {len(subset)} runs every judge judged:", "",
@@ -132,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--provider", choices=["openai", "anthropic"])
     ap.add_argument("--no-system-role", action="store_true", help="instructions in the user message (Gemma)")
     ap.add_argument("--offline", action="store_true", help="replay the judge cassettes recorded in --work")
+    ap.add_argument("--refresh", action="store_true", help="ignore cached diagnoses (with --offline: re-check "
+                                                           "the recorded answers with the current code)")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--max-chars", type=int, default=16_000)
     ap.add_argument("--max-tokens", type=int, default=1024, help="the model's answer budget")
@@ -173,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = JudgeSettings(model=a.model, base_url=a.base_url, api_key_env=a.api_key_env, provider=a.provider,
                                  timeout=a.timeout, system_role=not a.no_system_role,
                                  max_tokens=a.max_tokens, structured=a.structured)
-        judges[a.model] = JudgeOptions(settings=settings, offline=a.offline, max_chars=a.max_chars)
+        judges[a.model] = JudgeOptions(settings=settings, offline=a.offline, max_chars=a.max_chars, refresh=a.refresh)
     preds: dict[str, dict[str, dict]] = {name: {} for name in judges}
     lines = []
     for c in cases:
@@ -186,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 d = diagnose(copy, opts, run=run)
                 p = {"label": d.label, "interaction": d.interaction, "claimed": d.claimed_label,
+                     "claimed_interaction": d.claimed_interaction,
                      "evidence": len(d.evidence), "rejected": len(d.rejected), "cached": d.cached}
             except SpoolError as exc:
                 p = {"label": "unknown", "interaction": None, "error": str(exc)}

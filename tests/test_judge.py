@@ -262,3 +262,20 @@ def test_fix_writes_patch_files_that_fork_dry_run_accepts(judge, run_copy):
     assert html.returncode == 0
     page = run_copy.with_suffix(".html").read_text()
     assert 'id="diagnosis"' in page and "stock-check.fix-1.yaml" in page
+
+
+def test_a_real_small_models_recorded_answer_replays_and_its_invented_quote_is_rejected(tmp_path):
+    """tests/data/judge/gemma: Gemma 3 270M (Q4_K_M GGUF from PyPI, llama-cpp-python's server)
+    judged a planted stale-value run once (bench/judge_eval.py); its traffic was recorded by
+    spoolproxy: json_schema refused (500), then json_object with the schema (a grammar)."""
+    src = DATA / "gemma"
+    for f in ("planted-stale-stock.yaml", ".planted-stale-stock.judge.yaml"):
+        shutil.copyfile(src / f, tmp_path / f)
+    res = subprocess.run([*SPOOL, "diagnose", "--json", "--offline", "--no-system-role", "--max-chars", "8000",
+                          "--max-tokens", "300", str(tmp_path / "planted-stale-stock.yaml")],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)["diagnosis"]
+    assert d["model"] == "gemma-3-270m-it-q4_k_m" and d["label"] == "unknown"
+    assert d["claimed_label"] in FAILURE_LABELS and d["evidence"] == [] and d["rejected"]
+    assert any("json_object_schema" in n for n in d["notes"])

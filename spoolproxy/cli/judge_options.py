@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import SpoolError, UsageError
 
 _KEYS = ("model", "base_url", "api_key_env", "provider", "offline", "replay_judge", "record_judge", "refresh",
-         "timeout", "max_chars", "system_role")
+         "timeout", "max_chars", "system_role", "max_tokens")
 
 
 class JudgeTable(BaseModel):
@@ -47,6 +47,8 @@ def judge_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--no-system-role", "system_role", flag_value=False, default=None,
                      help="Put the instructions at the top of the user message, not in a system message (chat "
                           "templates that drop system messages, e.g. Gemma on llama-cpp-python)."),
+        click.option("--max-tokens", type=click.IntRange(min=16), default=None, metavar="N",
+                     help="The model's answer budget in tokens (default 1024)."),
         click.option("--max-chars", type=click.IntRange(min=2000), default=None, metavar="N",
                      help="Size bound of the compacted run the model reads (characters; default 16000).",),
         click.option("--timeout", type=click.FloatRange(min=1), default=None, metavar="S",
@@ -116,7 +118,7 @@ def judge_options_from(flags: dict[str, Any], config_path: str | None = None, *,
         return opts
     opts.settings = JudgeSettings(model=model, base_url=base_url, api_key_env=flags["api_key_env"] or t.api_key_env,
                                   provider=provider, timeout=flags["timeout"] or t.timeout or 300.0,
-                                  max_tokens=t.max_tokens or 1024,
+                                  max_tokens=flags["max_tokens"] or t.max_tokens or 1024,
                                   system_role=False if flags["system_role"] is False or t.system_role is False else True)
     if flags["offline"] and replay is not None:
         raise UsageError("--offline replays the run's own judge cassette; --replay-judge names another: give one")

@@ -31,7 +31,8 @@ class Diagnosis(BaseModel):
     ``label``: one of :data:`~.taxonomy.LABELS`; ``interaction``: the failing interaction
     (None for ``no_failure`` / ``unknown``); ``root_cause``: one sentence; ``evidence``:
     verified verbatim quotes; ``rejected``: the quotes that were dropped;
-    ``claimed_label``: what the model said when its answer was turned into ``unknown``;
+    ``claimed_label`` / ``claimed_interaction``: what the model said when its answer was
+    turned into ``unknown``;
     ``confidence``: 0-1 (the model's own, capped at 0.2 after a downgrade; 1.0 for the
     heuristic when an error-level finding backs it); ``notes``: one line per check that
     changed the answer.  ``source``: ``model`` or ``heuristic``; ``model`` / ``base_url``
@@ -45,6 +46,7 @@ class Diagnosis(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
     rejected: list[RejectedQuote] = Field(default_factory=list)
     claimed_label: str | None = None
+    claimed_interaction: int | None = None
     confidence: float | None = None
     notes: list[str] = Field(default_factory=list)
     source: Literal["model", "heuristic"] = "model"

@@ -167,6 +167,7 @@ def settle(answer: dict[str, Any], ev: EvidenceBuilder, report: Report | None,
 
     def downgrade(why: str) -> Diagnosis:
         d.claimed_label = label or (str(raw_label) if raw_label is not None else None)
+        d.claimed_interaction = d.interaction
         d.label = "unknown"
         d.interaction = None
         d.confidence = min(d.confidence if d.confidence is not None else DOWNGRADED_CONFIDENCE, DOWNGRADED_CONFIDENCE)
