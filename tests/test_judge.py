@@ -237,6 +237,14 @@ def test_proposals_that_copy_run_data_or_target_a_missing_tool_are_dropped():
                                   {"patch": {"kind": "route", "host": "shop.example", "to": "http://127.0.0.1:1"}},
                                   {"patch": {"kind": "model_params", "temperature": -1}}]}, run.cassette, run.transcript)
     assert not any(p.kept for p in big)
+    copied = validate({"proposals": [{"patch": {"kind": "system_prompt", "op": "append", "text": "..."},
+                                      "rationale": "...", "expected_effect": "..."},  # a small model parrots the prompt
+                                     {"patch": {"kind": "tool_description", "tool": "check_stock", "op": "append",
+                                                "text": "<a clarification>"}, "rationale": "it is clearer so"}]},
+                      run.cassette, run.transcript)
+    assert not any(p.kept for p in copied)
+    assert "says nothing" in copied[0].problems[0] and "no rationale" in copied[0].problems[-1]
+    assert "says nothing" in copied[1].problems[0]
     assert "replaces the whole system prompt" in " ".join(big[0].problems)
     assert "not proposed automatically" in big[1].problems[0] and "does not parse" in big[2].problems[0]
 

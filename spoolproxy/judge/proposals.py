@@ -17,7 +17,9 @@
    tool results, except those the system prompt or tool declarations already hold and the
    HTTP statuses the run saw.  ``tool_result`` patches are counterfactuals: they are kept
    (``test_only``) without this check, since they describe this run's tool on purpose;
-5. it is not a duplicate of a kept one.
+5. it says something: a text of at least 3 words that is not a placeholder copied from
+   the prompt (``...``, ``<one general rule>``), and a rationale of at least 3 words;
+6. it is not a duplicate of a kept one.
 
 At most :data:`MAX_KEPT` are kept, ranked in the model's order.  Pure.
 """
@@ -152,6 +154,14 @@ def leaked(patch: dict[str, Any], literals: set[str]) -> list[str]:
     return sorted(out)
 
 
+_PLACEHOLDER = re.compile(r"<[^<>]{1,40}>|\.\.\.|…")
+
+
+def _says_something(text: str) -> bool:
+    """At least 3 words once placeholders (``...``, ``<a rule>``) are taken out."""
+    return len(re.findall(r"[^\W\d_]{2,}", _PLACEHOLDER.sub(" ", text))) >= 3
+
+
 def check_one(raw: Any, cassette: Cassette, literals: set[str]) -> tuple[dict[str, Any] | None, list[str], bool]:
     """(clean patch mapping or None, problems, test_only) for one proposed patch."""
     patch = _clean(raw)
@@ -181,6 +191,8 @@ def check_one(raw: Any, cassette: Cassette, literals: set[str]) -> tuple[dict[st
         problems.append("replaces the whole system prompt (append a rule or substitute a line instead)")
     if kind == "tool_schema" and getattr(p, "schema_", None) is not None:
         problems.append("replaces the whole tool schema (use merge)")
+    if kind in ("system_prompt", "tool_description") and not _says_something(text):
+        problems.append(f"says nothing: {text[:40]!r} is a placeholder, not a rule (at least 3 words)")
     if not test_only:
         copied = leaked(dumped, literals)
         if copied:
@@ -206,6 +218,8 @@ def validate(answer: dict[str, Any], cassette: Cassette, transcript: Transcript)
                         rationale=str(item.get("rationale") or "")[:600],
                         expected_effect=str(item.get("expected_effect") or "")[:600], test_only=test_only)
         key = json.dumps(dumped, sort_keys=True) if dumped is not None else None
+        if not _says_something(prop.rationale):
+            problems.append("no rationale: say why the patch addresses the root cause (at least 3 words)")
         if not problems and key in kept_dumps:
             problems.append(f"duplicate of proposal {kept_dumps.index(key) + 1}")
         if not problems and len(kept_dumps) >= MAX_KEPT:

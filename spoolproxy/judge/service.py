@@ -10,6 +10,7 @@ prompt version.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,7 +215,8 @@ def propose(path: str | Path, opts: JudgeOptions, detect_config=None, run: Loade
     run = run or load_run(path, detect_config)
     d = diagnosis or fixable(run, opts, detect_config)
     settings = _settings(run, opts, "fixes")
-    key = cache.cache_key(run.sha256, settings.model, FIX_PROMPT_VERSION + "/" + (d.created or ""), "fixes")
+    basis = json.dumps([d.source, d.label, d.interaction, d.root_cause])  # the fix answers this diagnosis
+    key = cache.cache_key(run.sha256, settings.model, FIX_PROMPT_VERSION + "/" + basis, "fixes")
     if not opts.refresh:
         hit = cache.lookup(run.path, key)
         if hit is not None:
