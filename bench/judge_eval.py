@@ -13,6 +13,12 @@ of each run in ``--work``, so a second pass with ``--offline`` replays it), and 
 * on clean runs: false alarms (a failure label);
 * on the planted silent failures: how many were caught (any failure label) and labelled.
 
+``--recorded DIR`` replays judge cassettes recorded by an earlier run (the Gemma 3 270M
+run of docs/judge.md is in ``bench/judge_set/recorded/gemma-3-270m``, with its per-run
+results), so the model's numbers can be checked again offline, without the model:
+``python -m bench.judge_eval --model gemma-3-270m-it-q4_k_m --no-system-role --max-tokens 300
+--max-chars 8000 --recorded bench/judge_set/recorded/gemma-3-270m`` (the endpoint is the recorded one).
+
 ``unknown`` counts as wrong everywhere.  Runs under ``shared:`` are skipped (and
 counted) when ../shared is absent.  Per-run results go to ``--jsonl FILE``.
 """
@@ -137,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--provider", choices=["openai", "anthropic"])
     ap.add_argument("--no-system-role", action="store_true", help="instructions in the user message (Gemma)")
     ap.add_argument("--offline", action="store_true", help="replay the judge cassettes recorded in --work")
+    ap.add_argument("--recorded", type=Path, default=None, metavar="DIR",
+                    help="judge cassettes recorded earlier (e.g. bench/judge_set/recorded/gemma-3-270m): copied "
+                         "into --work and replayed, so the measurement reruns offline without the model")
     ap.add_argument("--refresh", action="store_true", help="ignore cached diagnoses (with --offline: re-check "
                                                            "the recorded answers with the current code)")
     ap.add_argument("--timeout", type=float, default=600.0)
@@ -175,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     if a.jsonl and a.jsonl.exists():
         a.jsonl.unlink()
+    if a.recorded is not None:
+        for f in a.recorded.glob(".*.judge.yaml"):
+            shutil.copyfile(f, work / f.name)
+        a.offline = a.refresh = True
     judges = {"heuristic": JudgeOptions()}
     if a.model:
         settings = JudgeSettings(model=a.model, base_url=a.base_url, api_key_env=a.api_key_env, provider=a.provider,
