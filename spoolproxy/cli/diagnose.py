@@ -67,7 +67,8 @@ def command(paths: tuple[str, ...], judge_flags: dict, heuristic: bool, show_pro
 
     if heuristic and (judge_flags["model"] or judge_flags["replay_judge"]):
         raise UsageError("--heuristic uses no model: drop --model / --replay-judge, or drop --heuristic")
-    opts = judge_options_from(judge_flags, config_path, need_model=not (heuristic or show_prompt))
+    opts = judge_options_from(judge_flags, config_path, need_model=not (heuristic or show_prompt),
+                              hint="; --heuristic needs none")
     if heuristic:
         opts.settings = None
     detect_cfg = load_detect_config(config_path)

@@ -88,9 +88,11 @@ def _table(config_path: str | None) -> JudgeTable:
         raise SpoolError(f"config [judge] {'.'.join(str(x) for x in err['loc'])}: {err['msg']}; fix spoolproxy.toml") from None
 
 
-def judge_options_from(flags: dict[str, Any], config_path: str | None = None, *, need_model: bool = True):
+def judge_options_from(flags: dict[str, Any], config_path: str | None = None, *, need_model: bool = True,
+                       hint: str = ""):
     """:class:`JudgeOptions` from the flags and ``[judge]`` (see the module docstring).
-    Without a model (and ``need_model``), raises UsageError saying how to name one."""
+    Without a model (and ``need_model``), raises UsageError saying how to name one (plus
+    ``hint``)."""
     from ..cassettes.redact import Redactor
     from ..config import section
     from ..judge.client import JudgeSettings
@@ -113,8 +115,8 @@ def judge_options_from(flags: dict[str, Any], config_path: str | None = None, *,
         model = ""  # taken from the run's judge cassette
     if model is None or (not model and not flags["offline"]):
         if need_model:
-            raise UsageError("name the judge model: --model M [--base-url URL] (or [judge] model in spoolproxy.toml); "
-                             "--heuristic needs none")
+            raise UsageError("name the judge model: --model M [--base-url URL] (or [judge] model in spoolproxy.toml)"
+                             + hint)
         return opts
     opts.settings = JudgeSettings(model=model, base_url=base_url, api_key_env=flags["api_key_env"] or t.api_key_env,
                                   provider=provider, timeout=flags["timeout"] or t.timeout or 300.0,
