@@ -29,7 +29,7 @@ def test_trace_fix_example_runs_green(tmp_path: Path) -> None:
                 "$ spoolproxy test --repeat 3 --fail-under 1.0", "--repeat 5 --fail-under 0.8"):
         assert cmd in out, cmd
     assert "Your order ORD-1999 (Blue kettle (KET-BLU)) is shipped" in out  # the silent bug
-    assert "pass cassettes/ord-1999.yaml (3 interactions, 0 findings)" in out  # no detector sees it
+    assert "pass cassettes/ord-1999.yaml (3 interactions, 0 findings" in out  # no detector sees it
     assert "$.status: B 200, A 404" in out  # the first divergence is the tool's answer
     assert "pass rate: 3/3 runs (100%" in out and "pass rate: 4/5 runs (80%" in out
     case = yaml.safe_load((work / "spool" / "ord-1999.fixed.yaml").read_text())

@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "Write one run as a self-contained HTML report."),
     "dashboard": ("dashboard", "Write an HTML dashboard of many runs: pass rate, clusters, tests."),
     "mcp": ("mcp", "Serve the triage tools to an MCP client (Claude Code, Claude Desktop) over stdio."),
+    "serve": ("serve", "Record many concurrent agent sessions, one cassette each, into a store."),
 }
 
 

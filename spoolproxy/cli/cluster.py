@@ -10,6 +10,11 @@ every member, else the first three.  ``--json`` prints one object::
      "clusters": [{"id", "size", "cause", "kind", "signature", "kinds", "providers",
                    "versions", "first_seen", "last_seen", "exemplar", "runs": [...]}]}
 
+PATH may also be a store URL (``s3://bucket/prefix``) or a ``*.parquet`` findings table
+written by ``detect --parquet`` (clustered without re-reading a cassette); ``--engine dask``
+runs the per-cassette work on a Dask cluster and ``--parquet OUT`` keeps its rows (see
+``spoolproxy detect``).  Suites are read by the local engine only.
+
 Exit status 0; 2 for a missing path or a bad option.
 """
 
@@ -20,6 +25,7 @@ import sys
 
 import click
 
+from .scale_options import scale_options
 from .triage_options import triage_options
 
 
@@ -29,10 +35,16 @@ from .triage_options import triage_options
 @click.option("--json", "as_json", is_flag=True, help="Print the clusters as one JSON object.")
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Show only the N biggest clusters.")
 @click.option("-v", "--verbose", is_flag=True, help="List every run of each cluster (default: the first three).")
-def command(paths, triage, as_json: bool, top: int | None, verbose: bool) -> None:
-    """Group failing runs (cassettes, directories, suites) by root cause, biggest first."""
+@scale_options
+def command(paths, triage, as_json: bool, top: int | None, verbose: bool, scale) -> None:
+    """Group failing runs (cassettes, directories, suites, store URLs, findings tables) by
+    root cause, biggest first."""
     red = triage.redactor()
-    runs = triage.collect(paths)
+    if scale.wanted(paths):
+        runs = scale.runs(paths, triage.detect_config(), tags=triage.tags,
+                          on_skip=lambda p, why: click.echo(f"spoolproxy: warning: skipped {p}: {why}", err=True))
+    else:
+        runs = triage.collect(paths)
     result = triage.clustering(runs)
     clusters = result.clusters[:top] if top else result.clusters
     if result.note:

@@ -26,6 +26,11 @@ evidence does not, none when it finds no failure.  The judge's own files beside 
 (``<stem>.diagnosis.json``, ``<stem>.fix-N.yaml``) are skipped without a warning.
 
 ``--jobs N`` loads and analyzes cassettes in N worker processes (output order unchanged).
+PATH may also be a store URL (``s3://bucket/prefix``, every cassette under it) or a
+``*.parquet`` findings table; ``--engine dask`` fans the work out per batch of cassettes on
+a Dask cluster (``--scheduler ADDRESS``, else a local cluster of ``--workers`` processes),
+and ``--parquet OUT`` also writes one row per run (see :mod:`spoolproxy.scale`).  Output
+and exit status are the same whatever the engine.
 Exit status: 0, or 1 with ``--fail-on LEVEL`` when any finding is at LEVEL or above;
 2 for bad usage, a missing path or a corrupt cassette (2 wins over 1).  Thresholds and budgets come from ``[detect]`` in
 spoolproxy.toml (``--config`` to name the file).
@@ -42,6 +47,7 @@ import click
 from ..cassettes.storage import iter_paths, load
 from ..errors import CassetteError
 from .judge_options import judge_options, judge_options_from
+from .scale_options import scale_options
 
 LEVELS = ("info", "warn", "error", "critical")
 STYLE = {"info": "dim", "warn": "yellow", "error": "bold red", "critical": "bold white on red"}
@@ -91,6 +97,20 @@ def _results(files: list[str], cfg, jobs: int):
         yield from pool.map(_one, files, [cfg] * len(files), chunksize=max(1, len(files) // (jobs * 8)))
 
 
+def _scale_results(paths, cfg, jobs: int, scale):
+    """``_results`` through :mod:`spoolproxy.scale` (store URLs, ``--engine dask``,
+    ``--parquet``): the same ``(path, problem, doc, interactions)`` tuples, in path order."""
+    from ..scale.rows import ERROR, SKIP, detect_doc
+
+    for row in scale.rows(paths, cfg, jobs=jobs):
+        if row["verdict"] == SKIP:
+            yield row["cassette"], f"skip:spoolproxy: warning: skipped {row['error']}", None, 0
+        elif row["verdict"] == ERROR:
+            yield row["cassette"], f"error:{row['error']}", None, 0
+        else:
+            yield row["cassette"], None, detect_doc(row), row["interactions"]
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines, one object per cassette.")
@@ -104,13 +124,14 @@ def _results(files: list[str], cfg, jobs: int):
               help="spoolproxy.toml to read [detect] from (default: the usual lookup).")
 @click.option("--skip-bad", is_flag=True,
               help="Skip corrupt cassettes with a warning instead of exiting 2 at the end.")
+@scale_options
 @click.option("--judge", is_flag=True,
               help="Also ask the model judge (--model ...): an off_track finding, error-level only when its "
                    "evidence checks out.")
 @judge_options
 def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_severity: str, jobs: int,
-            config_path: str | None, skip_bad: bool, judge: bool, judge_flags: dict) -> None:
-    """Flag failing agent runs in cassettes (files or directories), with evidence."""
+            config_path: str | None, skip_bad: bool, scale, judge: bool, judge_flags: dict) -> None:
+    """Flag failing agent runs in cassettes (files, directories, store URLs), with evidence."""
     import os
 
     from ..detectors import SEVERITY_RANK, Report, load_detect_config
@@ -123,8 +144,16 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
         from ..errors import UsageError
 
         raise UsageError("--model / --offline / --replay-judge configure the judge: add --judge")
-    files = [str(f) for f in iter_paths(paths)]
     jobs = jobs or (os.cpu_count() or 1)
+    if judge_opts is not None and scale.wanted(paths):
+        raise click.UsageError("--judge reads local cassettes (its results are stored beside each run); "
+                               "drop --judge for a store or a Dask engine")
+    if scale.wanted(paths):
+        if scale.engine != "local" and jobs > 1:
+            raise click.UsageError("--jobs is for the local engine; size a Dask cluster with --workers")
+        results = _scale_results(paths, cfg, jobs, scale)
+    else:
+        results = _results([str(f) for f in iter_paths(paths)], cfg, jobs)
     console = None
     if not as_json:
         from rich.console import Console
@@ -132,7 +161,7 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
         console = Console(highlight=False, soft_wrap=True)
     worst = -1
     counts = {"pass": 0, "fail": 0, "skipped": 0, "corrupt": 0}
-    for path, problem, doc, n in _results(files, cfg, jobs):
+    for path, problem, doc, n in results:
         if problem is not None:
             kind, _, text = problem.partition(":")
             if kind == "quiet":
@@ -160,7 +189,7 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
                       f"[green]{counts['pass']} pass[/]"
                       + (f", [bold red]{counts['corrupt']} corrupt[/]" if counts["corrupt"] else "")
                       + (f", {counts['skipped']} skipped" if counts["skipped"] else ""))
-    for hint in _journal_hints(paths):
+    for hint in _journal_hints([p for p in paths if "://" not in p]):
         click.echo(hint, err=True)
     if counts["corrupt"]:
         click.echo(f"spoolproxy: error: {counts['corrupt']} corrupt cassette{'s' if counts['corrupt'] != 1 else ''}; "
@@ -221,6 +250,7 @@ def _print_report(console, report, min_rank: int, n: int) -> None:
     from rich.table import Table
 
     from ..detectors import SEVERITY_RANK
+    from ..detectors.evidence import evidence_text
 
     verdict = "[bold red]FAIL[/]" if report.verdict == "fail" else "[green]pass[/]"
     shown = [f for f in report.findings if SEVERITY_RANK[f.severity] >= min_rank]
@@ -240,7 +270,8 @@ def _print_report(console, report, min_rank: int, n: int) -> None:
     for f in shown:
         lines = [escape(f.message)]
         for e in f.evidence:
-            lines.append(f"[dim]#{e.interaction} {escape(e.path)}:[/] [cyan]{escape(repr(e.quote)[1:-1][:160])}[/]")
+            where, quote = evidence_text(e, 160)
+            lines.append(f"[dim]{where} {escape(e.path)}:[/] [cyan]{escape(quote)}[/]")
         table.add_row(f"[{STYLE[f.severity]}]{f.severity}[/]", f.kind, ranges(f.interactions), "\n".join(lines))
     console.print(table)
     console.print()

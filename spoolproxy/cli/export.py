@@ -18,6 +18,7 @@ OUT ``-`` (the default) writes to stdout; the file is written atomically otherwi
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -75,6 +76,7 @@ def command(cassette: Path, fmt: str, capture_content: bool, out: str) -> None:
         raise UsageError("--capture-content applies to --format otel only")
     cas = load(cassette)
     red = Redactor.from_config(section("redact"))
+    red.learn_env(os.environ)  # this shell's *_API_KEY/*_TOKEN/*_SECRET values, wherever they appear
     if fmt == "otel":
         _export_otel(red.cassette(inline_side_bodies(cas)), capture_content, out)
         return

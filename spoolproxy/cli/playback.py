@@ -20,6 +20,7 @@ the report as misses (:mod:`spoolproxy.replayer.blocked`).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .. import config
 from ..errors import SpoolError, UsageError
-from .common import COMMAND_CONTEXT, ProxySettings, proxy_options, run_session
+from .common import COMMAND_CONTEXT, CommandWithCmd, ProxySettings, proxy_options, run_session
 from .guard_options import guard_options, make_guard
 
 STRICT_EXIT = 3
@@ -60,7 +61,8 @@ def _table(path) -> PlaybackTable:
         raise UsageError(f"config [playback] {where}: {err['msg']}") from None
 
 
-@click.command(context_settings=COMMAND_CONTEXT, short_help="Serve cassettes to a command, offline, with explained misses.")
+@click.command(cls=CommandWithCmd, context_settings=COMMAND_CONTEXT,
+               short_help="Serve cassettes to a command, offline, with explained misses.")
 @proxy_options
 @guard_options
 @click.option("--cassette", "-c", "cassettes", multiple=True, type=click.Path(), metavar="PATH",
@@ -121,6 +123,7 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
         raise UsageError("give at least one --cassette PATH (a cassette file or a directory of cassettes)")
     redact_table = config.section("redact", proxy.config)
     redactor = Redactor.from_config(redact_table)
+    redactor.learn_env(os.environ)  # the child's *_API_KEY/*_TOKEN/*_SECRET: never in a report or recording
     cfg = PlaybackConfig(
         cassettes=paths,
         match=match or t.match or "default",  # type: ignore[arg-type]
@@ -180,12 +183,12 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
     except SpoolError:
         if not _started(runner):  # port in use etc.: just the one error line
             raise
-        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, isolation, guard)
+        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation, guard)
         raise
     except BaseException:
-        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, isolation, guard)
+        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation, guard)
         raise
-    report = _finish(recorder, runner, code, session, cfg, report_path, proxy, say, isolation, guard)
+    report = _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation, guard)
     raise SystemExit(exit_status(code, strict, report, say))
 
 
@@ -229,8 +232,8 @@ def _isolation(wanted: bool, proxy: ProxySettings):
     return Isolation([])
 
 
-def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, isolation=None, guard=None):
-    """Merge live recordings, write --report, print the report; returns the report."""
+def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation=None, guard=None):
+    """Merge live recordings, write --report, print the report (both redacted); returns the report."""
     if recorder is not None and _started(runner):
         target, added = recorder.finish(exit_code=code, extra=guard.meta() if guard is not None else None)
         if added:
@@ -238,6 +241,7 @@ def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, isola
     for line in guard.summary_lines() if guard is not None else []:
         say(f"spoolproxy: {line}")
     report = session.report()
+    redactor.absorb(session.fingerprinter.learner)  # credentials the live requests carried
     if isolation is not None:
         from ..replayer.blocked import add_blocked
 
@@ -245,12 +249,12 @@ def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, isola
     if cfg.live:
         report.unused = [u for u in report.unused if not session.is_live_host(_host(u.uri))]
     if report_path:
-        report.write(report_path)
+        report.write(report_path, redactor)
     if proxy.quiet:
         if not report.clean:
             click.echo(report.summary_line(), err=True)
     else:
-        click.echo(report.render(), err=True)
+        click.echo(redactor.text(report.render()), err=True)
     return report
 
 

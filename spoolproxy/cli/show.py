@@ -2,13 +2,14 @@
 
 One row per interaction: index, kind (llm / mcp / http), provider and model or host, a
 summary (the model's text or tool calls, the tool's status and size, the MCP method),
-tokens, cost in USD (``?`` for a model no price source knows), duration (ms, spoolproxy
-recordings only) and the findings that concern it.  Below: the final answer, token totals,
-the run's cost (and where the prices came from), the user checks' results, where a circuit
-breaker stopped the run, and the verdict.  ``--json`` prints the run document
-(:mod:`spoolproxy.detectors.document`: ``{"schema_version", "cassette", "meta",
-"transcript", "report"}``, JSON Schema in ``spoolproxy/detectors/transcript.schema.json``),
-the same JSON user checks read on stdin.
+tokens (``?`` when an answered call reported no usage), cost in USD (``?`` for a model no
+price source knows), duration (ms, spoolproxy recordings only) and the findings that concern
+it.  A value cut to fit always ends in ``…``.  Below: the final answer, token totals (and
+how many calls reported no usage), the run's cost (and where the prices came from), the user
+checks' results, where a circuit breaker stopped the run, and the verdict.  ``--json``
+prints the run document (:mod:`spoolproxy.detectors.document`: ``{"schema_version",
+"cassette", "meta", "transcript", "report"}``, JSON Schema in
+``spoolproxy/detectors/transcript.schema.json``), the same JSON user checks read on stdin.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 import click
 
 from ..cassettes.storage import load
+from ..detectors.evidence import clip, evidence_text
 from .detect import ranges
 
 MARK = {"info": "·", "warn": "!", "error": "✖", "critical": "✖✖"}
@@ -73,34 +75,38 @@ def _judged(cassette: str, width: int | None) -> None:
 
 
 def summary(step) -> str:
-    """One line describing a step (used by the timeline and the record summary)."""
+    """One line describing a step (used by the timeline and the record summary).  A value
+    cut to fit ends in ``…``: a cut never passes for the whole value."""
     if step.llm is not None:
         c = step.llm
         if not step.ok:
-            return f"{step.status or step.transport_error} {c.error or ''}".strip()
+            return f"{step.status or step.transport_error} {clip(c.error or '', 160)}".strip()
         parts = []
         if c.refusal:
-            parts.append(f"refusal: {c.refusal}")
+            parts.append(f"refusal: {clip(c.refusal, 90)}")
         if c.text.strip():
-            parts.append(repr(c.text.strip()[:90]))
+            parts.append(repr(clip(c.text.strip(), 90)))
         for tc in c.tool_calls:
-            parts.append(f"{tc.name}({tc.arguments_raw[:60]})")
+            parts.append(f"{tc.name}({clip(tc.arguments_raw, 60)})")
         if step.new_tool_results:
             parts.insert(0, f"[{len(step.new_tool_results)} tool result{'s' if len(step.new_tool_results) > 1 else ''} in]")
         fin = c.finish_reason_raw or ("cut" if c.stream.is_stream and not c.stream.finish_seen else "")
+        how = ", stream" if c.stream.is_stream else ""
+        if step.client_closed and c.stream.is_stream:
+            how += ", client closed" if c.stream.complete else ", client closed early"
         text = " ".join(parts) or "(empty)"
-        return f"{text}  [{fin}{', stream' if c.stream.is_stream else ''}]" if fin or c.stream.is_stream else text
+        return f"{text}  [{fin}{how}]" if fin or how else text
     if step.mcp is not None:
         m = step.mcp
         what = m.method or "?"
         if m.tool_name:
             what += f" {m.tool_name}"
         if m.is_error:
-            what += f"  isError: {(m.result_text or m.error or '')[:70]}"
+            what += f"  isError: {clip(m.result_text or m.error or '', 70)}"
         elif m.tools:
-            what += f"  -> {', '.join(m.tools)[:70]}"
+            what += f"  -> {clip(', '.join(m.tools), 70)}"
         elif m.result_text:
-            what += f"  -> {m.result_text[:70]!r}"
+            what += f"  -> {clip(m.result_text, 70)!r}"
         served = f"  (tool call {step.tool_call_ref[1]})" if step.tool_call_ref else ""
         return f"{what}  ({step.status}){served}"
     h = step.http
@@ -108,6 +114,17 @@ def summary(step) -> str:
     served = f"  (tool call {step.tool_call_ref[1]})" if step.tool_call_ref else ""
     status = step.status if step.status is not None else step.transport_error
     return f"{step.method} {path} -> {status} {step.content_type} {h.body_size if h else 0}B{served}"
+
+
+def tokens_cell(step) -> str:
+    """The tokens column: the reported total, ``?`` for an answered LLM call that reported no
+    usage (unknown is not 0), empty for anything else."""
+    if step.llm is None:
+        return ""
+    u = step.llm.usage
+    if u.reported:
+        return str(u.total)
+    return "?" if step.ok and not step.llm.error else ""
 
 
 def usd(value: float | None) -> str:
@@ -133,7 +150,7 @@ def _render(t, report, name: str, width: int | None, extra: dict | None = None) 
     rows = []
     for s in t.steps:
         who = f"{s.llm.provider}/{s.llm.model or '?'}" if s.llm else s.host
-        tokens = str(s.llm.usage.total) if s.llm and s.llm.usage.total else ""
+        tokens = tokens_cell(s)
         reported = s.llm is not None and (s.llm.usage.input_tokens is not None or s.llm.usage.output_tokens is not None)
         cost = usd(s.llm.cost_usd) if reported else ""
         ms = f"{s.duration_ms:.0f}" if s.duration_ms is not None else ""
@@ -157,31 +174,40 @@ def _render(t, report, name: str, width: int | None, extra: dict | None = None) 
         table.add_row(*(cells[i] for i in keep))
     console.print(table)
     fa = t.final_answer
-    console.print(f"[bold]final answer[/] (#{fa.interaction}): {escape(fa.text.strip()[:300])}" if fa else
+    console.print(f"[bold]final answer[/] (#{fa.interaction}): {escape(clip(fa.text.strip(), 300))}" if fa else
                   "[bold]final answer[/]: [red]none[/]")
-    console.print(f"[bold]tokens[/]: {t.input_tokens} in, {t.output_tokens} out, {t.total_tokens} total; "
+    n_llm = sum(1 for s in t.steps if s.llm is not None)
+    unknown = t.calls_without_usage
+    missing = (f" ({unknown} of {n_llm} model call{'s' if n_llm != 1 else ''} reported no usage: "
+               f"{'their' if unknown != 1 else 'its'} tokens are unknown, not counted)") if unknown else ""
+    console.print(f"[bold]tokens[/]: {t.input_tokens} in, {t.output_tokens} out, {t.total_tokens} total{missing}; "
                   f"[bold]cost[/]: {escape(cost_line(t))}")
     for line in breaker_lines(extra or {}):
         console.print(f"[bold red]{escape(line)}[/]")
     for c in report.checks:
         style = "green" if c.status == "pass" else STYLE[c.severity]
         console.print(f"[bold]check[/] {escape(c.name)}: [{style}]{c.status}[/]"
-                      + (f" ({escape(c.message[:200])})" if c.message else "") + f" [dim]{c.duration_ms:.0f} ms[/]")
+                      + (f" ({escape(clip(c.message, 200))})" if c.message else "") + f" [dim]{c.duration_ms:.0f} ms[/]")
     verdict = "[bold red]FAIL[/]" if report.verdict == "fail" else "[green]pass[/]"
     console.print(f"[bold]verdict[/]: {verdict}")
     for f in report.findings:
         console.print(f"  [{STYLE[f.severity]}]{f.severity:5}[/] {f.kind} at {ranges(f.interactions)}: {escape(f.message)}")
         for e in f.evidence:
-            console.print(f"        [dim]#{e.interaction} {escape(e.path)}:[/] [cyan]{escape(repr(e.quote)[1:-1][:140])}[/]")
+            where, quote = evidence_text(e, 140)
+            console.print(f"        [dim]{where} {escape(e.path)}:[/] [cyan]{escape(quote)}[/]")
 
 
 def cost_line(t) -> str:
     """The run's cost in one line: amount and price sources, or why it is unknown."""
     if t.cost_usd is not None:
         return f"{usd(t.cost_usd)} (prices: {', '.join(t.price_sources) or 'table ' + str(t.price_table_date)})"
+    if t.unpriced_models:
+        return f"unknown: no price for {', '.join(t.unpriced_models)} (add it to [prices] in spoolproxy.toml)"
+    if getattr(t, "calls_without_usage", 0):
+        return "unknown (tokens unknown for some calls)"
     if not t.total_tokens:
         return "none (no tokens reported)"
-    return f"unknown: no price for {', '.join(t.unpriced_models)} (add it to [prices] in spoolproxy.toml)"
+    return "unknown"
 
 
 def breaker_lines(extra: dict) -> list[str]:

@@ -100,6 +100,7 @@ def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repea
     from ..suite.junit import write_junit
     from ..suite.outcome import pass_rate_line, suite_pass_rate
     from ..suite.runner import RunOptions, run_suite
+    from ..suite.secrets import case_redactor, redact_result
 
     if not suite_dir.is_dir():
         raise UsageError(f"suite directory {suite_dir} does not exist; create cases with "
@@ -121,6 +122,10 @@ def command(suite_dir: Path, only, live, no_live, connect_to, upstream_ca, repea
                       normalize=tuple(normalize), ignore_json_paths=tuple(ignore_json_path),
                       match_headers=tuple(match_header), isolate=isolate)
     results = run_suite(suite_dir, opts)
+    # each case's results were redacted with what its run learned; this pass adds what a parallel
+    # worker's failure line or anything else might carry (the project's rules, this environment's secrets)
+    red = case_redactor(suite_dir)
+    results = [redact_result(r, red) for r in results]
     regressions = mark_regressions(results, previous)
     from ..suite.results import record_results
 

@@ -61,7 +61,8 @@ class Message(BaseModel):
 
 
 class Usage(BaseModel):
-    """Token counts as the provider reported them (None when not reported).
+    """Token counts as the provider reported them (None when not reported: a stream
+    without its usage event is "tokens unknown", never 0).
 
     ``input_tokens`` include prompt-cache reads and writes (OpenAI's convention; Anthropic's
     separate counts are added in), which ``cache_read_tokens`` / ``cache_write_tokens``
@@ -75,7 +76,14 @@ class Usage(BaseModel):
     cache_write_tokens: int | None = None
 
     @property
+    def reported(self) -> bool:
+        """True when the provider reported any token count."""
+        return self.input_tokens is not None or self.output_tokens is not None or self.total_tokens is not None
+
+    @property
     def total(self) -> int:
+        """The total as reported, else input + output (0 when nothing was reported: check
+        :attr:`reported` before showing it)."""
         if self.total_tokens is not None:
             return self.total_tokens
         return (self.input_tokens or 0) + (self.output_tokens or 0)
@@ -84,7 +92,12 @@ class Usage(BaseModel):
 class StreamInfo(BaseModel):
     """How the response arrived: ``is_stream``; ``terminal_seen`` when the provider's
     terminal event arrived (``[DONE]``, ``message_stop``, ``response.completed``, Gemini
-    ``finishReason``, Ollama ``done: true``); ``complete`` when the stream is whole."""
+    ``finishReason`` over SSE or the closing ``]`` of the JSON array, Ollama ``done: true``,
+    Cohere ``message-end``, Bedrock ``messageStop``); ``finish_seen`` when a finish/stop
+    reason arrived; ``complete`` when the stream's own content is whole (its terminal event,
+    and for OpenAI Chat also a finish reason).  Completeness is decided from the content
+    alone: a connection that broke, or a client that hung up, after the terminal event does
+    not make a stream incomplete."""
 
     is_stream: bool = False
     format: str | None = None  # sse | ndjson | json-array | aws-eventstream
@@ -102,6 +115,7 @@ class ModelCall(BaseModel):
     ``api`` the wire format (openai-chat, openai-responses, anthropic-messages,
     gemini-generateContent, ollama-chat, ollama-generate, cohere-chat, bedrock-converse).
     ``error`` holds the provider's error message for non-2xx or in-stream errors.
+    ``structured_output`` is True when JSON output was asked for (a schema or a JSON mode).
     ``cost_usd`` is this call's cost (None: unknown model or no usage reported) and
     ``price_source`` where its price came from (``user``, ``local``, ``table <date>``,
     ``litellm``; see :mod:`.pricing`).
@@ -114,6 +128,14 @@ class ModelCall(BaseModel):
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int | None = None
     structured_output: bool = False
+    #: the JSON Schema the request asked its answer to follow (OpenAI ``response_format``
+    #: json_schema, Responses ``text.format``, Gemini ``responseSchema``/``responseJsonSchema``,
+    #: Anthropic ``output_format``, Ollama ``format``, Cohere ``response_format``), else None
+    response_schema: dict[str, Any] | None = None
+    #: a tool the request forced (Anthropic ``tool_choice: {type: tool}``, OpenAI/Responses
+    #: ``tool_choice`` naming a function, Gemini ``ANY`` with one allowed function): its call is
+    #: the structured answer, validated against that tool's schema
+    response_tool: str | None = None
     text: str = ""
     reasoning: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
@@ -181,7 +203,8 @@ class Step(BaseModel):
     host: str
     status: int | None = None
     content_type: str = ""
-    transport_error: str | None = None
+    transport_error: str | None = None  # an upstream/transport failure (kind: message); never a client hang-up
+    client_closed: bool = False  # the client hung up after the response headers (see adapters.common.client_closed)
     duration_ms: float | None = None
     date: str | None = None
     llm: ModelCall | None = None
@@ -193,7 +216,17 @@ class Step(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return self.status is not None and self.status < 400 and self.transport_error is None
+        """A usable response: a status below 400 and no transport failure, or a failure
+        that came only after an LLM stream's content was complete."""
+        if self.status is None or self.status >= 400:
+            return False
+        return self.transport_error is None or self.delivered_before_failure
+
+    @property
+    def delivered_before_failure(self) -> bool:
+        """True when a transport failure hit an LLM stream whose content was already whole."""
+        return (self.transport_error is not None and self.llm is not None and self.llm.stream.is_stream
+                and self.llm.stream.complete)
 
 
 class FinalAnswer(BaseModel):
@@ -206,9 +239,11 @@ class FinalAnswer(BaseModel):
 class Transcript(BaseModel):
     """The whole run: steps, tool results linked to their calls, final answer, totals.
 
-    ``cost_usd`` (USD) is None when any model call that reported tokens has no known price
-    (its model is in ``unpriced_models``), never a guess; ``price_sources`` lists where the
-    prices came from (:mod:`.pricing`).
+    Token totals add what the providers reported; ``calls_without_usage`` counts the answered
+    LLM calls that reported none (their tokens are unknown, not 0).  ``cost_usd`` (USD) is
+    None when any model call that reported tokens has no known price (its model is in
+    ``unpriced_models``) or any answered call reported no usage: never a guess, never a
+    silent undercount; ``price_sources`` lists where the prices came from (:mod:`.pricing`).
     """
 
     cassette: str | None = None
@@ -218,6 +253,7 @@ class Transcript(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+    calls_without_usage: int = 0  # answered LLM calls that reported no usage: the totals leave them out
     cost_usd: float | None = None
     price_table_date: str | None = None
     unpriced_models: list[str] = Field(default_factory=list)
@@ -229,9 +265,10 @@ class Transcript(BaseModel):
 
 class Evidence(BaseModel):
     """A verbatim quote: ``quote`` is a substring of the field ``path`` of interaction
-    ``interaction`` (see :mod:`.evidence` for the path syntax)."""
+    ``interaction``, or of the cassette's metadata when ``interaction`` is None (the run
+    itself: ``meta.exit_code``, ``meta.agent_end.stderr_tail``); see :mod:`.evidence`."""
 
-    interaction: int
+    interaction: int | None
     path: str
     quote: str
 

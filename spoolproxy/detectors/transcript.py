@@ -11,10 +11,11 @@ later request feeds back, byte for byte or embedded in a JSON wrapper; an MCP
 from __future__ import annotations
 
 import fnmatch
+import functools
 from typing import Any
 
 from ..cassettes.model import Cassette, parse_json
-from .adapters.common import content_type, header, split_uri
+from .adapters.common import client_closed, content_type, header, split_uri
 from .adapters.registry import classify
 from .models import FinalAnswer, ModelCall, Step, ToolCall, ToolResult, Transcript
 from .pricing import PRICES_AS_OF, PriceBook, call_cost
@@ -35,10 +36,12 @@ def build_transcript(cassette: Cassette, output_tools: tuple[str, ...] | list[st
     for i, it in enumerate(cassette.interactions):
         kind, parsed = classify(it)
         r = it.response
+        closed = client_closed(it)
         step = Step(index=i, kind=kind, method=it.request.method, url=it.request.uri, host=split_uri(it.request.uri)[0],
                     status=r.status if r is not None else None, content_type=content_type(r),
-                    transport_error=f"{it.error.kind}: {it.error.message}".strip(": ") if it.error else None,
-                    duration_ms=it.duration_ms, date=header(r.headers, "date") if r is not None else None)
+                    transport_error=f"{it.error.kind}: {it.error.message}".strip(": ") if it.error and not closed else None,
+                    client_closed=closed, duration_ms=it.duration_ms,
+                    date=header(r.headers, "date") if r is not None else None)
         setattr(step, kind, parsed)
         steps.append(step)
     t = Transcript(cassette=str(cassette.path) if cassette.path else None, steps=steps, price_table_date=PRICES_AS_OF)
@@ -186,7 +189,9 @@ def _walk(v: Any, b: str, bj: Any, depth: int = 0) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
 def is_output_tool(name: str, patterns: tuple[str, ...]) -> bool:
+    """True when tool ``name`` matches one of the ``output_tools`` fnmatch ``patterns``."""
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
@@ -220,6 +225,11 @@ def _totals(t: Transcript, prices: PriceBook) -> None:
         if c is None:
             continue
         u = c.usage
+        if not u.reported:
+            if s.ok and not c.error:
+                t.calls_without_usage += 1  # answered, tokens unknown: no cost either
+                cost = None
+            continue
         t.input_tokens += u.input_tokens or 0
         t.output_tokens += u.output_tokens or 0
         t.total_tokens += u.total

@@ -19,9 +19,15 @@ Life of a flow (mitmproxy hooks):
   collected (:mod:`.websocket`) and its interaction is written when the connection ends,
   with the messages in its ``websocket`` extension;
 * ``response`` / ``error``: the interaction (with a :class:`Failure` for refused, DNS,
-  timeout, TLS or a stream cut mid-way) is redacted and appended to the journal (flushed; fsynced in
+  timeout, TLS or a stream cut mid-way by the upstream) is redacted and appended to the journal (flushed; fsynced in
   the background) before the client sees the end of a chunked or HTTP/2 response (an HTTP/1 Content-Length
   body is complete for the client with its last byte; its write is queued at once).
+
+A client that hangs up after the response headers (the openai SDK closes a stream once it
+read ``data: [DONE]``, often before the server's terminating chunk) is not an upstream
+failure: the interaction gets no ``error`` but the extension ``client_closed: {during:
+response, message}``, and its body is what arrived until then.  A client that hangs up
+before any response header is still recorded with a :class:`Failure` (it gave up waiting).
 
 A response another addon made (a playback miss, a circuit-breaker refusal) is recorded like
 an upstream one; ``flow.metadata[EXTRA_META]`` (a dict), read again when the exchange completes,
@@ -52,10 +58,11 @@ from ..cassettes.bodies import decode_body
 from ..cassettes.journal import Journal, is_locked, journal_path, read_journal
 from ..cassettes.model import Cassette, CassetteMeta, Chunk, Failure, HeaderDict, Interaction, Request, Response, header_without
 from ..cassettes.redact import Redactor
+from ..cassettes.redact_late import late_pass
 from ..cassettes.storage import save, side_dir
 from ..errors import CassetteError
 from .bodysink import DEFAULT_LIMIT, BodySink
-from .failures import classify
+from .failures import classify, closed_by_client
 from .summary import RunSummary
 from .websocket import WsRecording
 
@@ -103,6 +110,7 @@ class _Capture:
     response_after_ms: float | None = None
     headers_at: float = 0.0  # time.perf_counter() when the response headers arrived
     request_body: dict | None = None  # a big request body stored outside (extension key)
+    client_closed: str | None = None  # mitmproxy's message when the client hung up mid-response
     extra: dict = field(default_factory=dict)  # facts from flow.metadata[EXTRA_META]
     done: bool = False
     websocket: WsRecording | None = None  # an upgraded connection's messages
@@ -147,6 +155,8 @@ class Recorder:
         self.journal: Journal | None = None
         self.recovered: tuple[Path, int] | None = None
         self.write_errors: list[str] = []
+        #: run-level facts written to ``meta.extra`` by :meth:`finish` (e.g. ``tls_rejected``)
+        self.run_facts: dict = {}
         self._seq = itertools.count()
         self._pending: dict[str, _Capture] = {}
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="spoolproxy-journal")
@@ -330,6 +340,10 @@ class Recorder:
         if cap is None:
             return
         msg = flow.error.msg if flow.error else "unknown error"
+        if cap.status is not None and closed_by_client(msg):
+            cap.client_closed = msg  # the client stopped reading: not an upstream failure
+            await self._complete(flow, None)
+            return
         failure = classify(msg, had_response=cap.status is not None, request_sent=cap.request is not None)
         if cap.status is None and self.upstream_errors == "close" and flow.killable:
             flow.kill()  # no 502 page: the client sees its connection close, as without a proxy
@@ -408,6 +422,8 @@ class Recorder:
             extra["request_body"] = cap.request_body
         if cap.response_after_ms is not None:
             extra["response_after_ms"] = round(cap.response_after_ms, 3)
+        if cap.client_closed is not None:
+            extra["client_closed"] = {"during": "response", "message": cap.client_closed}
         if cap.websocket is not None:
             extra["websocket"] = cap.websocket.extension(self.redactor, cap.request)
         return Interaction(
@@ -426,7 +442,7 @@ class Recorder:
             self.journal.append(seq, it)
             self.count += 1
         except Exception as exc:  # disk full etc.: never break the client's traffic
-            self.write_errors.append(f"{it.request.method} {it.request.uri}: {exc}")
+            self.write_errors.append(self.redactor.text(f"{it.request.method} {it.request.uri}: {exc}"))
             logger.error("spoolproxy: cannot journal an interaction: %s", exc)
             return
         try:
@@ -444,13 +460,17 @@ class Recorder:
         if self.journal is not None:
             self.journal.close(remove=True)
 
-    def finish(self, exit_code: int | None = None, extra: dict | None = None) -> Cassette:
+    def finish(self, exit_code: int | None = None, extra: dict | None = None, *,
+               target: Callable[[Cassette], Path] | None = None) -> Cassette:
         """Write the cassette atomically from the journal and remove the journal.
 
-        Call after the proxy stopped.  ``extra``: run-level facts added to ``meta.extra``
-        (e.g. a guard's ``budget`` and ``circuit_breaker``).  Returns the cassette as written (redacted).
-        Raises CassetteError when the cassette cannot be written (the journal is kept
-        then, for ``spoolproxy recover``).
+        Call after the proxy stopped.  Every secret the redactor learned during the run is
+        replaced once more in the whole cassette and its side files (:func:`late_pass`);
+        :attr:`run_facts` and ``extra`` (run-level facts from the caller, e.g. a guard's
+        ``budget`` and ``circuit_breaker``; ``record`` puts ``agent_end`` in :attr:`run_facts`) go to ``meta.extra``, redacted.  ``target(cassette)``
+        may choose another path than the cassette's (e.g. to keep a good cassette when this
+        run failed).  Returns the cassette as written (redacted).  Raises CassetteError when
+        the cassette cannot be written (the journal is kept then, for ``spoolproxy recover``).
         """
         self._closed = True
         self._executor.shutdown(wait=True)
@@ -460,14 +480,19 @@ class Recorder:
         self.journal.close(remove=False)
         cas = read_journal(self.journal.path)
         cas.meta.exit_code = exit_code
+        cas.meta.extra.update(self.run_facts)
         if extra:
-            import json
-
-            cas.meta.extra.update(json.loads(self.redactor.text(json.dumps(extra))))  # reasons may quote arguments
-        save(cas, self.path)
+            cas.meta.extra.update(extra)
+        try:
+            cas = late_pass(cas, self.path, self.redactor)
+        except OSError as exc:  # pragma: no cover - the cassette itself is still written
+            logger.warning("spoolproxy: could not rewrite a side body file: %s", exc)
+        path = target(cas) if target is not None else self.path
+        save(cas, path)
         self.journal.close(remove=True)
-        cas.path = self.path
-        self._prune_side_dir(cas)
+        cas.path = path
+        if path == self.path:
+            self._prune_side_dir(cas)
         return cas
 
     def _prune_side_dir(self, cas: Cassette) -> None:

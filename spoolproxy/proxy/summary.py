@@ -116,14 +116,16 @@ def _usage(obj: Any) -> tuple[int | None, int | None]:
     return None, None
 
 
-def call_facts(it: Interaction) -> tuple[str | None, int, int, bool]:
-    """(model, input tokens, output tokens, streamed) for an LLM call."""
+def call_facts(it: Interaction) -> tuple[str | None, int | None, int | None, bool]:
+    """(model, input tokens, output tokens, streamed) for an LLM call; the token counts are
+    None when the response reported no usage (a stream without a usage event)."""
     req = it.request.json()
     model = req.get("model") if isinstance(req, dict) else None
     if model is None:
         m = _GEMINI_MODEL.search(it.request.url.path)
         model = m.group(1) if m else None
-    tin = tout = 0
+    tin: int | None = None
+    tout: int | None = None
     streamed = False
     resp = it.response
     if resp is not None and resp.body:
@@ -137,6 +139,8 @@ def call_facts(it: Interaction) -> tuple[str | None, int, int, bool]:
             i, o = _usage(ev)
             if i:
                 tin = int(i)
+            elif i is not None and tin is None:
+                tin = 0
             if o is not None:
                 tout = int(o)
     return model, tin, tout, streamed
@@ -150,6 +154,7 @@ class RunSummary:
     calls: Counter = field(default_factory=Counter)  # (provider, model) -> calls
     tokens_in: Counter = field(default_factory=Counter)  # provider -> tokens
     tokens_out: Counter = field(default_factory=Counter)
+    no_usage: Counter = field(default_factory=Counter)  # provider -> answered calls that reported no usage
     http_errors: Counter = field(default_factory=Counter)  # status -> count
     failures: list[str] = field(default_factory=list)
     streams: int = 0
@@ -180,10 +185,12 @@ class RunSummary:
         try:
             model, tin, tout, _ = call_facts(it)
         except Exception:  # a summary must never break a recording
-            model, tin, tout = None, 0, 0
+            model, tin, tout = None, None, None
         self.calls[(prov, model or "?")] += 1
-        self.tokens_in[prov] += tin
-        self.tokens_out[prov] += tout
+        self.tokens_in[prov] += tin or 0
+        self.tokens_out[prov] += tout or 0
+        if tin is None and tout is None and resp is not None and resp.status < 400:
+            self.no_usage[prov] += 1
 
     def lines(self) -> list[str]:
         """The summary as short human lines (no trailing newline)."""
@@ -193,8 +200,10 @@ class RunSummary:
             for (prov, model), n in sorted(self.calls.items()):
                 by_prov.setdefault(prov, []).append(f"{model} x{n}")
             for prov, models in by_prov.items():
+                unknown = self.no_usage[prov]
+                note = f" ({unknown} call{'s' if unknown != 1 else ''} reported no usage: tokens unknown)" if unknown else ""
                 out.append(
-                    f"LLM calls ({prov}): {', '.join(models)}; tokens in {self.tokens_in[prov]}, out {self.tokens_out[prov]}"
+                    f"LLM calls ({prov}): {', '.join(models)}; tokens in {self.tokens_in[prov]}, out {self.tokens_out[prov]}{note}"
                 )
         else:
             out.append("LLM calls: none recognised")

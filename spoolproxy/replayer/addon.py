@@ -51,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 #: flow.metadata key: the playback decision (serve | kill | miss | live | control)
 META = "spoolproxy.playback"
+#: flow.metadata key: ``(cassette name, interaction index)`` a served (or killed) flow got
+SERVED = META + ".served"
 
 
 def flow_request(flow: http.HTTPFlow) -> Request:
@@ -139,6 +141,9 @@ class Playback:
             return
         decision = self.session.decide(flow_request(flow))
         flow.metadata[META] = decision.action
+        if decision.action in ("serve", "kill") and decision.lookup is not None and decision.lookup.entry is not None:
+            entry = decision.lookup.entry  # which recorded interaction this request got (live merges need it)
+            flow.metadata[SERVED] = (entry.name, entry.index)
         if decision.action == "serve":
             self._serve(flow, decision)
         elif decision.action == "kill":

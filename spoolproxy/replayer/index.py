@@ -8,6 +8,12 @@ Two dictionaries over the loaded cassettes, each mapping a key to a deque of
 * ``by_url``: method and URL only, vcrpy's default ``match_on``: the fallback that serves
   "the next unused interaction with the same method and URL" as a *divergence*.
 
+Between the two, a recorded request holding a redaction wildcard that the live request
+cannot reproduce by itself (the recording recognised that secret elsewhere in its run: a
+password in a prompt, a token in a URL path) still matches exactly when the live request is
+the same with something in each wildcard's place (:func:`~.fingerprint.wildcard_match`);
+only entries with a wildcard are tried, in recorded order.
+
 Served entries are removed lazily from both deques, so every look-up costs O(1) amortised
 whatever the cassette size.  Maps by endpoint (scheme, host, port, path) and by host are only
 read to explain a miss.  All methods are thread-safe (one lock).
@@ -24,7 +30,7 @@ from typing import Iterable, Literal
 from ..cassettes.model import Cassette, Interaction, Request
 from . import matchers
 from .diff import Change, diff_bodies, suggest
-from .fingerprint import Fingerprinter, Normalized
+from .fingerprint import WILDCARD, Fingerprinter, Normalized, wildcard_match
 from .report import RecordedRef
 
 MatchMode = Literal["default", "exact"]
@@ -103,6 +109,7 @@ class Index:
         self._by_url: dict[tuple, deque[Entry]] = {}
         self._by_endpoint: dict[tuple, list[Entry]] = {}
         self._by_host: dict[str, list[Entry]] = {}
+        self._wild_by_host: dict[str, list[Entry]] = {}
         self._last_exact: dict[tuple, Entry] = {}
         self._last_url: dict[tuple, Entry] = {}
         self._lock = threading.Lock()
@@ -121,6 +128,8 @@ class Index:
                 self._by_url.setdefault(norm.url_key, deque()).append(e)
                 self._by_endpoint.setdefault(norm.endpoint, []).append(e)
                 self._by_host.setdefault(norm.host, []).append(e)
+                if WILDCARD in norm.path or WILDCARD.encode() in norm.body:
+                    self._wild_by_host.setdefault(norm.host, []).append(e)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -138,11 +147,14 @@ class Index:
 
         ``request`` is the live request (decoded body); it is redacted and normalised here.
         """
+        self.fp.observe(request)
         actual = self.fp.normalize(request)
         repeat = False
         with self._lock:
             entry = self._pop(self._exact.get(actual.key))
             outcome = "exact"
+            if entry is None:
+                entry = self._wildcard(actual)
             if entry is None and self.match == "default":
                 entry = self._pop(self._by_url.get(actual.url_key))
                 outcome = "divergence"
@@ -158,10 +170,22 @@ class Index:
         if entry is None:
             return self._miss(request, actual)
         result = Lookup(outcome, request, actual, entry=entry, repeat=repeat,  # type: ignore[arg-type]
-                        display_uri=self.fp.redactor.uri(request.uri))
+                        display_uri=self.fp.display_uri(request.uri))
         if outcome == "divergence":
             self._explain(result, entry)
         return result
+
+    def _wildcard(self, actual: Normalized) -> Entry | None:
+        """The first unused recorded entry that equals ``actual`` but for wildcards in its path
+        or body (see the module docstring); marked served by the caller.  Holds the lock."""
+        for e in self._wild_by_host.get(actual.host, ()):
+            r = e.norm
+            if e.served or (r.method, r.scheme, r.port, r.query, r.headers) != (
+                    actual.method, actual.scheme, actual.port, actual.query, actual.headers):
+                continue
+            if wildcard_match(r.path.encode(), actual.path.encode()) and wildcard_match(r.body, actual.body):
+                return e
+        return None
 
     def _explain(self, result: Lookup, rec: Entry) -> None:
         a, r = result.actual, rec.norm
@@ -199,7 +223,7 @@ class Index:
     def _miss(self, request: Request, actual: Normalized) -> Lookup:
         with self._lock:
             nearest = self._nearest(actual)
-        result = Lookup("miss", request, actual, nearest=nearest, display_uri=self.fp.redactor.uri(request.uri))
+        result = Lookup("miss", request, actual, nearest=nearest, display_uri=self.fp.display_uri(request.uri))
         if nearest is not None:
             self._explain(result, nearest)
             if nearest.served and not result.reasons:

@@ -158,15 +158,20 @@ class PlaybackReport(BaseModel):
             requests=reqs, unused=[*self.unused, *other.unused],
         )
 
-    def write(self, path: str | Path) -> Path:
+    def write(self, path: str | Path, redactor=None) -> Path:
         """Write the report as JSON atomically.  Raises SpoolError when it cannot be written.
 
-        Request data in the report was redacted before matching, so no secret is written.
+        Request data in the report was redacted before matching; ``redactor`` (a
+        :class:`~spoolproxy.cassettes.redact.Redactor` that knows the run's secrets) is
+        applied to the whole text on top.
         """
         p = Path(path)
+        text = self.model_dump_json(indent=2)
+        if redactor is not None:
+            text = redactor.text(text)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(p, self.model_dump_json(indent=2) + "\n")
+            atomic_write(p, text + "\n")
         except OSError as exc:
             raise SpoolError(f"cannot write report {p}: {exc.strerror}; choose another --report path") from None
         return p

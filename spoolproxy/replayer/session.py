@@ -224,7 +224,7 @@ class PlaybackSession:
             self._outcomes.append(
                 RequestOutcome(
                     seq=len(self._outcomes) + 1, outcome="live", method=request.method,
-                    uri=self.fingerprinter.redactor.uri(request.uri),
+                    uri=self.fingerprinter.display_uri(request.uri),
                 )
             )
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..cassettes.model import Cassette, CassetteMeta
+from ..cassettes.redact import Redactor
 from ..errors import SpoolError
 from ..proxy.child import child_env
 from ..proxy.recorder import Recorder
@@ -151,13 +152,16 @@ class Engine:
     def play(self, argv: Sequence[str], *, cwd: Path, cassette: Path, artifact: Path, match: str = "exact",
              live: Sequence[str] = (), timeout_s: float = 300.0, meta: CassetteMeta | None = None,
              env: dict[str, str] | None = None, options: MatchOptions | None = None,
-             isolate: bool = False) -> PlayResult:
+             isolate: bool = False, redactor: Redactor | None = None) -> PlayResult:
         """Run ``argv`` in ``cwd`` with every request served from ``cassette`` (hosts matching
         ``live`` globs go upstream) and record the run to ``artifact``.  ``options``: what
         matching ignores or normalises (see :class:`~spoolproxy.replayer.fingerprint.MatchOptions`).
         ``isolate``: run it in a network namespace where only the proxy is reachable
         (:mod:`spoolproxy.proxy.isolate`; the caller checks that the platform allows it); what it
         tried to reach around the proxy is added to the report as misses.
+        ``redactor``: redacts the artifact (and learns the run's secrets, for the caller's
+        reports); a fresh default one when None.  Either way it first learns the secret
+        variables (``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``) of the child's environment.
 
         Raises SpoolError when the cassette is bad, the proxy cannot start, or the command
         cannot be started (not found / not executable).
@@ -166,7 +170,10 @@ class Engine:
         session = PlaybackSession(PlaybackConfig(cassettes=[shown], match=match, live=tuple(live),
                                                  options=options or MatchOptions()))  # type: ignore[arg-type]
         runner = self._ensure()
-        recorder = Recorder(artifact, meta=meta or CassetteMeta(recorder="spoolproxy test", record_mode="none"))
+        redactor = redactor or Redactor()
+        redactor.learn_env(env if env is not None else os.environ)  # the child's *_API_KEY etc.: known from the start
+        recorder = Recorder(artifact, meta=meta or CassetteMeta(recorder="spoolproxy test", record_mode="none"),
+                            redactor=redactor)
         recorder.open()
         errors_before = len(runner.addon_errors)
         runner.call(self._attach, session, recorder)
@@ -189,6 +196,7 @@ class Engine:
             raise
         runner.call(self._detach)
         recorded = recorder.finish(code)
+        redactor.absorb(session.fingerprinter.learner)  # for the caller's reports
         report = session.report()
         if isolation is not None:
             from ..replayer.blocked import add_blocked

@@ -3,7 +3,9 @@
 For a case: check it can run (cassette and working directory exist, the program is found),
 run its command under playback with the case's routing and matching while recording the
 run to ``<suite>/.runs/<case>/<UTC stamp>.yaml`` (plus ``.report.json`` and ``.log``),
-apply the detectors to that artifact and judge the outcome (:mod:`.outcome`).  Anything
+apply the detectors to that artifact and judge the outcome (:mod:`.outcome`).  Everything
+written or reported goes through the case's redactor (:mod:`.secrets`), which knows the
+child's secret environment variables and every secret redacted from the run's traffic.  Anything
 that stops a case from running becomes an ``error`` outcome with one line, and the suite
 goes on with the next case.  ``pin`` saves a passing artifact as the case's cassette.
 """
@@ -20,12 +22,14 @@ from typing import Sequence
 
 from ..cassettes import load
 from ..cassettes.model import CassetteMeta
-from ..cassettes.storage import side_dir
+from ..cassettes.redact import Redactor
+from ..cassettes.storage import atomic_write, side_dir
 from ..errors import SpoolError
 from .export import relative_to
 from .files import iter_cases, project_root, save_case
 from .model import Case, CaseError
 from .outcome import CaseResult, judge
+from .secrets import case_redactor, redact_result
 
 RUNS_DIR = ".runs"
 
@@ -103,7 +107,9 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
     result = CaseResult(name=case.name, outcome="error", explanation="", status=case.status,
                         case_path=case_path, cassette=case.cassette)
     root = project_root(suite_dir)
+    red: Redactor | None = None
     try:
+        red = case_redactor(root, opts.env)
         cassette = (root / case.cassette).resolve()
         if not cassette.is_file():
             raise SpoolError(f"cassette {case.cassette} does not exist (relative to {root}); "
@@ -135,13 +141,14 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         try:
             played = engine.play(argv, cwd=cwd, cassette=cassette, artifact=artifact, match=case.match, live=live,
                                  timeout_s=opts.timeout_s, meta=meta, env=opts.env, options=options,
-                                 isolate=isolating(opts))
+                                 isolate=isolating(opts), redactor=red)
         finally:
             if own:
                 engine.close()
         result.artifact = artifact
-        result.report = played.report.write(runs / f"{stamp}.report.json")
-        (runs / f"{stamp}.log").write_text(played.output, encoding="utf-8")
+        result.report = runs / f"{stamp}.report.json"
+        atomic_write(result.report, red.text(played.report.model_dump_json(indent=2)) + "\n")
+        atomic_write(runs / f"{stamp}.log", red.text(played.output))
         result.exit_code = played.exit_code
         if played.proxy_errors:
             raise SpoolError(f"the proxy hit an internal error during the run ({played.proxy_errors[0]}); "
@@ -178,7 +185,7 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         result.explanation = f"cannot write the artifact run under {suite_dir / RUNS_DIR}: {exc.strerror or exc}"
     result.duration_s = time.monotonic() - t0
     result.passed_runs = int(result.outcome == "passes")
-    return result
+    return redact_result(result, red or Redactor())
 
 
 def pinned_path(case: Case, root: Path) -> Path:

@@ -115,15 +115,20 @@ def latest_outcomes(suites: Iterable[Path]) -> list[CaseOutcome]:
 
 def stats(paths: Iterable[str | Path], *, tags: dict[str, str] | None = None, config=None,
           version_tag: str = "version", embedder=None, threshold: float | None = None,
-          suites: Iterable[Path] = (), on_skip: Callable[[Path, str], None] | None = None) -> Stats:
+          suites: Iterable[Path] = (), on_skip: Callable[[Path, str], None] | None = None,
+          runs: Iterable[Run] = ()) -> Stats:
     """The dashboard's numbers for the runs under ``paths`` (see :class:`Stats`).
 
     ``version_tag``: the tag read as the agent version (runs without it are grouped by git
     commit, else ``untagged``); ``suites``: suites whose test outcomes to show besides the
-    ones found under ``paths``.  Raises CassetteError for a path that does not exist.
+    ones found under ``paths``; ``runs``: runs read elsewhere (a findings table), added
+    when their tags match.  Raises CassetteError for a path that does not exist.
     """
+    from .tags import matches
+
     paths = list(paths)
-    runs = collect_runs(paths, tags=tags, config=config, on_skip=on_skip)
+    runs = collect_runs(paths, tags=tags, config=config, on_skip=on_skip) + \
+        [r for r in runs if matches(r.tags, tags or {})]
     s = Stats(runs=runs, version_tag=version_tag)
     by_version: dict[str, VersionStats] = {}
     for r in runs:
@@ -205,9 +210,11 @@ def _charts(s: Stats) -> dict[str, str]:
 def write_dashboard(paths: Iterable[str | Path], out: str | Path, *, tags: dict[str, str] | None = None, config=None,
                     version_tag: str = "version", embedder=None, threshold: float | None = None,
                     suites: Iterable[Path] = (), redactor: Redactor | None = None, title: str = "spoolproxy dashboard",
-                    run_reports: bool = True, on_skip: Callable[[Path, str], None] | None = None) -> tuple[Path, Stats]:
+                    run_reports: bool = True, on_skip: Callable[[Path, str], None] | None = None,
+                    runs: Iterable[Run] = ()) -> tuple[Path, Stats]:
     """Write the dashboard to ``out`` (an ``.html`` file; its directory gets ``runs/`` with
-    one report per run and per test artifact when ``run_reports``).  Returns ``(out, stats)``.
+    one report per run and per test artifact when ``run_reports``; ``runs`` as for
+    :func:`stats`).  Returns ``(out, stats)``.
 
     Raises SpoolError when the output cannot be written, CassetteError for a missing path.
     """
@@ -216,7 +223,7 @@ def write_dashboard(paths: Iterable[str | Path], out: str | Path, *, tags: dict[
     red = redactor or Redactor()
     target = Path(out)
     s = stats(paths, tags=tags, config=config, version_tag=version_tag, embedder=embedder, threshold=threshold,
-              suites=suites, on_skip=on_skip)
+              suites=suites, on_skip=on_skip, runs=runs)
     links: dict[Path, str] = {}
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
