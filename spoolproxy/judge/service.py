@@ -36,6 +36,8 @@ from .taxonomy import FAILURE_LABELS
 from .traffic import judge_http
 
 HEURISTIC = "heuristic"
+#: the finding kind ``detect --judge`` adds (not one of the built-in detectors' KINDS)
+OFF_TRACK = "off_track"
 HEURISTIC_VERSION = "heuristic-1"
 
 
@@ -278,12 +280,12 @@ def off_track(d: Diagnosis) -> Finding | None:
     if d.is_failure and d.evidence:
         idx = sorted({d.interaction, *(e.interaction for e in d.evidence)} - {None})  # type: ignore[arg-type]
         at = f" at interaction {d.interaction}" if d.interaction is not None else ""
-        return Finding(kind="off_track", severity="error", interactions=idx,
+        return Finding(kind=OFF_TRACK, severity="error", interactions=idx,
                        message=f"{who} says {d.label}{at}: {d.root_cause or '(no root cause given)'}",
                        evidence=list(d.evidence))
     if d.label == "unknown" and d.claimed_label in FAILURE_LABELS:
         why = d.notes[-1] if d.notes else "its evidence did not check out"
-        return Finding(kind="off_track", severity="warn", interactions=[],
+        return Finding(kind=OFF_TRACK, severity="warn", interactions=[],
                        message=f"{who} claims {d.claimed_label}, unverified: {why}")
     return None
 
