@@ -41,8 +41,9 @@ def test_kinds_are_exactly_the_documented_ones():
     readme = (REPO / "README.md").read_text()
     listed = re.findall(r"`(\w+)`(?! ?\))", readme[readme.index("Kinds: "):readme.index("An error the agent recovered")])
     from spoolproxy.checks import KIND as USER_CHECK  # check_failed: a user check, not a built-in detector
+    from spoolproxy.judge.service import OFF_TRACK  # off_track: the opt-in model judge (detect --judge)
 
-    assert sorted([*KINDS, USER_CHECK]) == sorted(table) == sorted(listed)
+    assert sorted([*KINDS, USER_CHECK, OFF_TRACK]) == sorted(table) == sorted(listed)
     assert {"agent_crashed", "http_error", "stream_incomplete", "budget_exceeded", "tls_rejected"} <= set(KINDS)
 
 

@@ -20,7 +20,7 @@ def project(tmp_path_factory):
     (root / "spoolproxy.toml").write_text("")
     shutil.copytree(REPO / "cassettes", root / "cassettes")
     (root / "examples").mkdir()
-    shutil.copytree(REPO / "examples" / "spool", root / "examples" / "spool")
+    shutil.copytree(REPO / "examples" / "spool", root / "examples" / "spool", ignore=shutil.ignore_patterns(".runs"))
     shutil.copy(REPO / "examples" / "agent_v1.py", root / "examples" / "agent_v1.py")
     shutil.copy(REPO / "examples" / "agent_v2.py", root / "examples" / "agent_v2.py")
     (root / "examples" / "spool" / "baseline.json").unlink()

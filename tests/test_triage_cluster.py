@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from spoolproxy.cassettes import load, save
-from spoolproxy.triage.cluster import cluster, cluster_runs
+from spoolproxy.triage.clustering import cluster, cluster_runs
 from spoolproxy.triage.embed import OllamaEmbedder
 from spoolproxy.triage.normalize import normalize
 from spoolproxy.triage.runs import collect_runs
@@ -168,7 +168,7 @@ def test_without_scikit_learn_runs_group_by_cause(corpus_dir, tmp_path):
     """The core install (no triage extra): grouping by recognised cause, said in a note."""
     script = (
         "import sys, json; sys.modules['sklearn'] = None\n"
-        "from spoolproxy.triage.cluster import cluster\n"
+        "from spoolproxy.triage.clustering import cluster\n"
         "from spoolproxy.triage.runs import collect_runs\n"
         f"res = cluster(collect_runs([{str(corpus_dir)!r}]))\n"
         "print(json.dumps({'method': res.method, 'note': res.note,"

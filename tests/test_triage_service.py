@@ -37,7 +37,8 @@ def make_project(root: Path) -> Path:
     (root / "spoolproxy.toml").write_text("")
     shutil.copytree(REPO / "cassettes", root / "cassettes")
     shutil.copytree(REPO / "examples", root / "examples", ignore=shutil.ignore_patterns("spool", "ci", "__pycache__"))
-    shutil.copytree(REPO / "examples" / "spool", root / "spool")
+    # the suite's cases, not the results of a local `spoolproxy test --suite examples/spool`
+    shutil.copytree(REPO / "examples" / "spool", root / "spool", ignore=shutil.ignore_patterns(".runs"))
     text = (REPO / "cassettes" / "order-status.yaml").read_text(encoding="utf-8")
     (root / "cassettes" / "leak.yaml").write_text(text.replace("PC-77120034", secret_key()), encoding="utf-8")
     return root

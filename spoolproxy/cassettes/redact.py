@@ -33,6 +33,7 @@ from .model import Cassette, CassetteMeta, HeaderDict, Interaction, Request, Res
 from .secret_memory import SecretMemory
 from .secret_rules import (ALL_RULES, ENV_SECRET_RE, SECRET_HEADERS, SECRET_NAME_RE, SECRET_QUERY, CompiledRules, Rule,
                            compile_rules, standalone)
+from .websocket import map_payloads
 
 __all__ = ["PLACEHOLDER_RE", "RedactConfig", "Redactor", "SECRET_HEADERS", "SECRET_NAME_RE", "SECRET_QUERY",
            "placeholder"]
@@ -319,19 +320,26 @@ class Redactor:
 
     def interaction(self, it: Interaction) -> Interaction:
         """Redact by position and shape, then by value: a secret found anywhere in the
-        interaction (a credential header, a password field) is also replaced wherever else
-        it repeats (an echo in the response, a redirect URL), as are secrets remembered
-        from earlier interactions of the run."""
+        interaction (a credential header, a password field, a WebSocket message) is also
+        replaced wherever else it repeats (an echo in the response, a redirect URL), as are
+        secrets remembered from earlier interactions of the run.  WebSocket messages
+        (``extra["websocket"]``, and ``extra["websocket_messages"]`` of imported runs) are
+        redacted like bodies: text, JSON held in it, binary payloads."""
         before = self.remembered
         update: dict = {"request": self.request(it.request)}
         if it.response is not None:
             update["response"] = self.response(it.response)
         if it.error is not None and it.error.message:
             update["error"] = it.error.model_copy(update={"message": self.text(it.error.message)})
+        extra = map_payloads(it.extra, self.text, self.bytes_)  # WebSocket messages (recorded or imported)
+        if extra is not it.extra:
+            update["extra"] = extra
         if self.remembered != before:  # learned from a later field: replace earlier repeats
             update["request"] = self._known_only(update["request"])
             if "response" in update:
                 update["response"] = self._known_only(update["response"])
+            if "extra" in update:
+                update["extra"] = self._known_only_extra(update["extra"])
         return it.model_copy(update=update)
 
     def cassette(self, cas: Cassette) -> Cassette:
@@ -359,13 +367,21 @@ class Redactor:
                                        "extra": walk(meta.extra)})
 
     def known_only(self, it: Interaction) -> Interaction:
-        """Only the remembered secrets replaced (cheap: a substring test per secret)."""
+        """Only the remembered secrets replaced (cheap: a substring test per secret), in the
+        request, the response and WebSocket messages."""
         if not len(self.memory):
             return it
         update: dict = {"request": self._known_only(it.request)}
         if it.response is not None:
             update["response"] = self._known_only(it.response)
+        extra = self._known_only_extra(it.extra)
+        if extra is not it.extra:
+            update["extra"] = extra
         return it.model_copy(update=update)
+
+    def _known_only_extra(self, extra: dict) -> dict:
+        """``extra`` with the remembered secrets replaced in its WebSocket messages."""
+        return map_payloads(extra, lambda text: _s(self.memory.replace(_b(text))), self.memory.replace)
 
     def _known_only(self, obj):
         def sub_s(text: str) -> str:

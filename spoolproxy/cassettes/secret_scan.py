@@ -1,7 +1,7 @@
 """Finding unredacted secrets (``spoolproxy scan``) with the rules the redactor applies.
 
-:func:`scan_interaction` reports, per field of an interaction, every string a
-:class:`~.redact.Redactor` would replace: key shapes, URL credentials and secret fields
+:func:`scan_interaction` reports, per field of an interaction (WebSocket messages included),
+every string a :class:`~.redact.Redactor` would replace: key shapes, URL credentials and secret fields
 (:meth:`Redactor.find`, the same compiled rules, so JSON inside a JSON string and
 credentials inside URLs count too), every repeat of a secret redaction would remember
 (:func:`learn_from`: an echoed password), and credential headers and query parameters by name
@@ -17,6 +17,7 @@ from typing import Iterator
 
 from .model import Cassette, Interaction
 from .redact import PLACEHOLDER_RE, Redactor
+from .websocket import payloads
 
 
 @dataclass
@@ -57,7 +58,8 @@ def learn_from(cas: Cassette, red: Redactor) -> Redactor:
 
 
 def scan_interaction(index: int, it: Interaction, red: Redactor | None = None) -> Iterator[SecretHit]:
-    """Yield every unredacted secret in one interaction (URI, headers, bodies, error),
+    """Yield every unredacted secret in one interaction (URI, headers, bodies, error,
+    WebSocket messages),
     including the secrets ``red`` remembers (see :func:`learn_from`); by default the
     interaction's own secrets are learned first."""
     if red is None:
@@ -73,6 +75,7 @@ def scan_interaction(index: int, it: Interaction, red: Redactor | None = None) -
             places += [(f"response.headers.{k}", v.encode("utf-8", "surrogateescape")) for v in vs]
     if it.error is not None and it.error.message:
         places.append(("error.message", it.error.message.encode("utf-8", "surrogateescape")))
+    places += list(payloads(it.extra))  # WebSocket messages: websocket.messages[N].text ...
     for where, data in places:
         for kind, ex in scan_data(data, red):
             yield SecretHit(index, where, kind, ex)

@@ -19,17 +19,27 @@ proxy (RFC 6455 terms: a *message* is one text or binary payload, however fragme
 connection was still open when recording stopped.  :class:`WsSession` is the typed view;
 :func:`session_of` reads it from an :class:`~.model.Interaction`, :func:`to_extension` writes
 it (the dict stored in ``Interaction.extra["websocket"]``, which :mod:`.format` writes as is).
+
+Runs imported from other tools (``spoolproxy import`` of a HAR or a mitmproxy flow file)
+keep their messages under ``websocket_messages`` instead (``from``, ``time``, ``data``: the
+text, or base64 for a binary message marked ``type: binary`` / ``opcode: 2``).
+:func:`map_payloads` and :func:`payloads` reach the payloads of both, for the redactor and
+``spoolproxy scan``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from .model import Interaction
 
 #: ``Interaction.extra`` key of a WebSocket session
 EXTENSION_KEY = "websocket"
+#: ``Interaction.extra`` key of WebSocket messages imported from a HAR or mitmproxy flow file
+IMPORTED_KEY = "websocket_messages"
 
 
 @dataclass(frozen=True)
@@ -142,3 +152,84 @@ def is_upgrade(headers: dict[str, list[str]]) -> bool:
         if k.lower() == "upgrade" and any(v.strip().lower() == "websocket" for v in vs):
             return True
     return False
+
+
+def _imported_binary(m: dict) -> bool:
+    return m.get("type") == "binary" or m.get("opcode") == 2
+
+
+def map_payloads(extra: dict[str, Any], text: Callable[[str], str], data: Callable[[bytes], bytes]) -> dict[str, Any]:
+    """``extra`` (an ``Interaction.extra``) with every WebSocket payload passed through
+    ``text`` (text messages, the close reason) or ``data`` (binary messages; an imported
+    one's base64 is decoded, mapped and encoded again only when the bytes changed), in both
+    the ``websocket`` extension and imported ``websocket_messages``.  Entries of an
+    unexpected shape are kept as they are.  Returns ``extra`` itself when it holds no
+    WebSocket messages, else a new dict (the input is not modified)."""
+    ext, imported = extra.get(EXTENSION_KEY), extra.get(IMPORTED_KEY)
+    if not isinstance(ext, dict) and not isinstance(imported, list):
+        return extra
+    out = dict(extra)
+    if isinstance(ext, dict):
+        new = dict(ext)
+        if isinstance(ext.get("messages"), list):
+            new["messages"] = [_map_recorded(m, text, data) for m in ext["messages"]]
+        close = ext.get("close")
+        if isinstance(close, dict) and isinstance(close.get("reason"), str) and close["reason"]:
+            new["close"] = {**close, "reason": text(close["reason"])}
+        out[EXTENSION_KEY] = new
+    if isinstance(imported, list):
+        out[IMPORTED_KEY] = [_map_imported(m, text, data) for m in imported]
+    return out
+
+
+def _map_recorded(m: Any, text: Callable[[str], str], data: Callable[[bytes], bytes]) -> Any:
+    if not isinstance(m, dict):
+        return m
+    if isinstance(m.get("text"), str):
+        return {**m, "text": text(m["text"])}
+    if isinstance(m.get("binary"), (bytes, bytearray)):
+        return {**m, "binary": data(bytes(m["binary"]))}
+    return m
+
+
+def _map_imported(m: Any, text: Callable[[str], str], data: Callable[[bytes], bytes]) -> Any:
+    if not isinstance(m, dict) or not isinstance(m.get("data"), str):
+        return m
+    if not _imported_binary(m):
+        return {**m, "data": text(m["data"])}
+    try:
+        raw = base64.b64decode(m["data"], validate=True)
+    except (binascii.Error, ValueError):
+        return {**m, "data": text(m["data"])}
+    new = data(raw)
+    return m if new == raw else {**m, "data": base64.b64encode(new).decode("ascii")}
+
+
+def payloads(extra: dict[str, Any]) -> Iterator[tuple[str, bytes]]:
+    """``(field, payload)`` of every WebSocket message in ``extra`` (an ``Interaction.extra``):
+    ``websocket.messages[3].text``, ``websocket.messages[4].binary``,
+    ``websocket_messages[0].data`` (an imported binary message's base64 decoded), and the
+    close reason; for ``spoolproxy scan``."""
+    ext, imported = extra.get(EXTENSION_KEY), extra.get(IMPORTED_KEY)
+    if isinstance(ext, dict):
+        for n, m in enumerate(ext.get("messages") if isinstance(ext.get("messages"), list) else []):
+            if not isinstance(m, dict):
+                continue
+            if isinstance(m.get("text"), str):
+                yield f"{EXTENSION_KEY}.messages[{n}].text", m["text"].encode("utf-8", "surrogateescape")
+            elif isinstance(m.get("binary"), (bytes, bytearray)):
+                yield f"{EXTENSION_KEY}.messages[{n}].binary", bytes(m["binary"])
+        close = ext.get("close")
+        if isinstance(close, dict) and isinstance(close.get("reason"), str) and close["reason"]:
+            yield f"{EXTENSION_KEY}.close.reason", close["reason"].encode("utf-8", "surrogateescape")
+    if isinstance(imported, list):
+        for n, m in enumerate(imported):
+            if not isinstance(m, dict) or not isinstance(m.get("data"), str):
+                continue
+            raw = m["data"].encode("utf-8", "surrogateescape")
+            if _imported_binary(m):
+                try:
+                    raw = base64.b64decode(m["data"], validate=True)
+                except (binascii.Error, ValueError):
+                    pass
+            yield f"{IMPORTED_KEY}[{n}].data", raw

@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fork": ("fork", "Rerun a recorded run from interaction N with patches, the model live."),
     "diff": ("diff", "Compare two runs: relation, totals, step alignment, first divergence."),
     "verify": ("verify", "Verify a patch: K patched vs K control trials live, past good runs, verdict."),
+    "diagnose": ("diagnose", "Name a run's failing interaction, label and root cause, with verified quotes."),
+    "fix": ("fix", "Propose 1-3 checked patches for a diagnosed run, as patch files for fork/verify."),
     "cluster": ("cluster", "Group failing runs by root cause, biggest first."),
     "report": ("report", "Write one run as a self-contained HTML report."),
     "dashboard": ("dashboard", "Write an HTML dashboard of many runs: pass rate, clusters, tests."),

@@ -19,6 +19,12 @@ per line (JSON Lines)::
 The project's ``[[checks]]`` (user checks, :mod:`spoolproxy.checks`) run on every cassette;
 one that fails, crashes or times out is a ``check_failed`` finding at its severity.
 
+``--judge`` adds the model judge's opinion (:mod:`spoolproxy.judge`, the same call and
+cache as ``spoolproxy diagnose``): an ``off_track`` finding, ``error`` only when the judge
+names a failure whose verbatim evidence checks out, ``warn`` when it claims one whose
+evidence does not, none when it finds no failure.  The judge's own files beside a run
+(``<stem>.diagnosis.json``, ``<stem>.fix-N.yaml``) are skipped without a warning.
+
 ``--jobs N`` loads and analyzes cassettes in N worker processes (output order unchanged).
 PATH may also be a store URL (``s3://bucket/prefix``, every cassette under it) or a
 ``*.parquet`` findings table; ``--engine dask`` fans the work out per batch of cassettes on
@@ -33,12 +39,14 @@ spoolproxy.toml (``--config`` to name the file).
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import click
 
 from ..cassettes.storage import iter_paths, load
 from ..errors import CassetteError
+from .judge_options import judge_options, judge_options_from
 from .scale_options import scale_options
 
 LEVELS = ("info", "warn", "error", "critical")
@@ -47,6 +55,8 @@ STYLE = {"info": "dim", "warn": "yellow", "error": "bold red", "critical": "bold
 
 #: the loader's problem text for a mapping without ``interactions``: "not a cassette", not corrupt
 NOT_A_CASSETTE = "not a cassette: no 'interactions' key"
+#: files the judge and verify write beside a run: skipped without a warning
+SIDE_FILE = re.compile(r"\.(diagnosis|verify)\.json$|\.fix-\d+\.yaml$")
 
 
 def is_not_a_cassette(exc: CassetteError) -> bool:
@@ -67,6 +77,8 @@ def _one(path: str, cfg) -> tuple[str, str | None, dict | None, int]:
         cas = load(path)
     except CassetteError as exc:
         if is_not_a_cassette(exc):
+            if SIDE_FILE.search(str(path)):
+                return path, "quiet:", None, 0
             return path, f"skip:spoolproxy: warning: skipped {exc}", None, 0
         return path, f"error:{exc}", None, 0
     report = analyze(cas, cfg)
@@ -113,15 +125,29 @@ def _scale_results(paths, cfg, jobs: int, scale):
 @click.option("--skip-bad", is_flag=True,
               help="Skip corrupt cassettes with a warning instead of exiting 2 at the end.")
 @scale_options
+@click.option("--judge", is_flag=True,
+              help="Also ask the model judge (--model ...): an off_track finding, error-level only when its "
+                   "evidence checks out.")
+@judge_options
 def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_severity: str, jobs: int,
-            config_path: str | None, skip_bad: bool, scale) -> None:
+            config_path: str | None, skip_bad: bool, scale, judge: bool, judge_flags: dict) -> None:
     """Flag failing agent runs in cassettes (files, directories, store URLs), with evidence."""
     import os
 
     from ..detectors import SEVERITY_RANK, Report, load_detect_config
 
     cfg = load_detect_config(config_path)
+    judge_opts = None
+    if judge:
+        judge_opts = judge_options_from(judge_flags, config_path)
+    elif judge_flags["model"] or judge_flags["offline"] or judge_flags["replay_judge"]:
+        from ..errors import UsageError
+
+        raise UsageError("--model / --offline / --replay-judge configure the judge: add --judge")
     jobs = jobs or (os.cpu_count() or 1)
+    if judge_opts is not None and scale.wanted(paths):
+        raise click.UsageError("--judge reads local cassettes (its results are stored beside each run); "
+                               "drop --judge for a store or a Dask engine")
     if scale.wanted(paths):
         if scale.engine != "local" and jobs > 1:
             raise click.UsageError("--jobs is for the local engine; size a Dask cluster with --workers")
@@ -138,6 +164,8 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
     for path, problem, doc, n in results:
         if problem is not None:
             kind, _, text = problem.partition(":")
+            if kind == "quiet":
+                continue
             if kind == "skip" or skip_bad:
                 click.echo(text if kind == "skip" else f"spoolproxy: warning: skipped corrupt cassette {text}", err=True)
                 counts["skipped"] += 1
@@ -147,6 +175,8 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
             if as_json:
                 sys.stdout.write(json.dumps({"cassette": path, "verdict": "error", "error": text}, ensure_ascii=False) + "\n")
             continue
+        if judge_opts is not None:
+            doc = _judged(path, doc, judge_opts, cfg)
         counts[doc["verdict"]] += 1
         for finding in doc["findings"]:
             worst = max(worst, SEVERITY_RANK[finding["severity"]])
@@ -167,6 +197,19 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
         raise SystemExit(2)
     if fail_on is not None and worst >= SEVERITY_RANK[fail_on]:
         raise SystemExit(1)
+
+
+def _judged(path: str, doc: dict, opts, cfg) -> dict:
+    """``doc`` with the judge's ``off_track`` finding added (and the verdict redone)."""
+    from ..detectors import SEVERITY_RANK
+    from ..judge.service import diagnose, off_track
+
+    finding = off_track(diagnose(path, opts, cfg))
+    if finding is not None:
+        doc["findings"].append(finding.model_dump(mode="json"))
+        if SEVERITY_RANK[finding.severity] >= SEVERITY_RANK["error"]:
+            doc["verdict"] = "fail"
+    return doc
 
 
 def _journal_hints(paths) -> list[str]:

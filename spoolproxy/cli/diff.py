@@ -25,7 +25,8 @@ STATUS_TEXT = {"same": "same", "request": "request differs", "response": "respon
 @click.argument("b", required=False, type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
 @click.option("--all", "show_all", is_flag=True, help="List every aligned step (default: runs of identical steps are folded).")
-@click.option("--config", type=click.Path(dir_okay=False), default=None, help="spoolproxy.toml with the [detect] settings.")
+@click.option("--config", type=click.Path(dir_okay=False), default=None,
+              help="spoolproxy.toml with the [detect] settings and [prices] (default: the usual lookup).")
 def command(a, b, as_json, show_all, config) -> None:
     """Compare run A with run B (default: A's parent): relation, totals, alignment, first divergence."""
     from ..cassettes import load
@@ -56,8 +57,27 @@ def _shown(path: str) -> str:
     return rel if not rel.startswith("../..") else path
 
 
-def _money(v: float | None) -> str:
-    return "n/a" if v is None else f"${v:.4f}"
+def _cost(t) -> str:
+    """A run's cost for the table: ``$0.000034``, ``$0`` (local models), or ``unknown (no
+    price for MODEL)``: never a guess."""
+    from .show import usd
+
+    if t.cost_usd is not None:
+        return usd(t.cost_usd)
+    if t.unpriced_models:
+        return f"unknown (no price for {', '.join(t.unpriced_models)})"
+    return "none (no call reported tokens)"
+
+
+def _cost_change(ta, tb) -> str:
+    if ta.cost_usd is None or tb.cost_usd is None:
+        return ""
+    delta = ta.cost_usd - tb.cost_usd
+    if abs(delta) < 5e-9:
+        return ""
+    from .show import usd
+
+    return ("+" if delta > 0 else "-") + usd(abs(delta))
 
 
 def _short(text: str | None, n: int = 70) -> str:
@@ -89,11 +109,15 @@ def render(d, show_all: bool = False) -> None:
                         ("tokens out", "output_tokens"), ("HTTP errors", "http_errors"), ("blocked", "blocked")):
         vb, va = getattr(tb, attr), getattr(ta, attr)
         table.add_row(label, str(vb), str(va), "" if va == vb else f"{va - vb:+d}")
-    table.add_row("cost", _money(tb.cost_usd), _money(ta.cost_usd), "")
+    table.add_row("cost", escape(_cost(tb)), escape(_cost(ta)), _cost_change(ta, tb))
     table.add_row("wall time", f"{tb.wall_s:.2f} s" if tb.wall_s is not None else "n/a",
                   f"{ta.wall_s:.2f} s" if ta.wall_s is not None else "n/a", "")
     table.add_row("final answer", escape(_short(tb.final_answer, 90)), escape(_short(ta.final_answer, 90)), "")
     console.print(table)
+    sources = sorted({*ta.price_sources, *tb.price_sources})
+    if sources:
+        console.print(f"prices: {escape(', '.join(sources))} (USD per 1M tokens; [prices] in spoolproxy.toml "
+                      "overrides)", highlight=False)
     for label, items in (("new in A", d.new_findings), ("gone from B", d.gone_findings)):
         if items:
             console.print(f"findings {label}: {escape(', '.join(items))}", highlight=False)

@@ -7,7 +7,9 @@ changed GET goes live, a changed side effect (POST, PUT, ...) is blocked unless 
 names its host (see :mod:`spoolproxy.fix.session`).  The command is CMD, else the one
 CASSETTE records.  Writes a new cassette linked to its parent; exits with the command's
 status (2 for bad input).  ``--dry-run`` prints what the patches change in the first
-request they apply to, and runs nothing.
+request they apply to, and runs nothing.  Live budgets and the circuit breaker
+(``--max-llm-calls`` ..., ``--circuit-breaker``, or ``[record]``/``[detect]``) apply to what
+the fork does from the fork point on, as under ``record``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import click
 
 from ..errors import UsageError
 from .common import ProxySettings, proxy_options
+from .guard_options import guard_options
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "allow_interspersed_args": True}
 
@@ -113,8 +116,9 @@ def patch_options(fn):
               help="Fork cassette to write (default: <cassette stem>.fork-<N>.yaml beside it).")
 @click.option("--dry-run", is_flag=True, help="Print what the patches change in the first request they apply to; run nothing.")
 @click.option("--force", is_flag=True, help="Run even when a request patch changes no request of the recorded run.")
+@guard_options(scope="the fork (from the fork point on)")
 def command(proxy: ProxySettings, cassette, at, patch_files, system_append, tool_results, routes, live, normalize,
-            output, dry_run, force) -> None:
+            output, dry_run, force, guard_flags) -> None:
     """Fork CASSETTE at interaction N: the same run again, patched, with the model live.
 
     \b
@@ -122,10 +126,11 @@ def command(proxy: ProxySettings, cassette, at, patch_files, system_append, tool
       spoolproxy fork cassettes/run.yaml --patch fix.yaml --dry-run
       spoolproxy fork cassettes/run.yaml --tool-result 'GET shop.example/orders*=404:none.json'
       spoolproxy fork cassettes/run.yaml --at 0 --route shop.example=http://127.0.0.1:9000 -- python agent.py
+      spoolproxy fork cassettes/run.yaml --at 2 --max-llm-calls 10 --circuit-breaker
     """
     patches = build_patches(patch_files, system_append, tool_results, routes)
     run(proxy, Path(cassette), at, patches, tuple(live), tuple(normalize), Path(output) if output else None,
-        dry_run=dry_run, force=force)
+        dry_run=dry_run, force=force, guard_flags=guard_flags)
 
 
 def resolve_at(at: int | None, patches, parent) -> int:
@@ -175,7 +180,7 @@ def default_output(parent: Path, at: int) -> Path:
 
 
 def run(proxy: ProxySettings, cassette: Path, at, patches, live, normalize, output, *, dry_run=False,
-        force=False) -> None:
+        force=False, guard_flags: dict | None = None) -> None:
     """The body of ``spoolproxy fork`` (exits through SystemExit with the command's status)."""
     from .. import config
     from ..cassettes.redact import Redactor
@@ -206,15 +211,21 @@ def run(proxy: ProxySettings, cassette: Path, at, patches, live, normalize, outp
                            match_headers=base.match_headers, redact_headers=base.redact_headers,
                            redact_patterns=base.redact_patterns)
     redactor = Redactor.from_config(config.section("redact", proxy.config))
+    from ..detectors import load_detect_config
+    from ..guards.config import build_guard
+    from .guard_options import guard_settings
+
+    guard = build_guard(guard_settings(guard_flags or {}, proxy.config), load_detect_config(proxy.config),
+                        say=lambda line: click.echo(redactor.text(line), err=True))
     spec = ForkSpec(parent=cassette, at=at, patches=patches, argv=argv, cwd=cwd, out=out, live=live,
                     options=options, capture=False)
     n = len(patches)
     say(f"spoolproxy: fork of {cassette} at interaction {at}" + (f" with {n} patch{'es' if n != 1 else ''}" if n else ""))
     with ForkEngine(lambda addons: proxy.make_runner(addons, options={"connection_strategy": "lazy"}),
                     lambda runner, env: proxy.env_for(runner, env), redactor) as engine:
-        result = engine.run(spec, parent=parent)
+        result = engine.run(spec, parent=parent, guard=guard)
     say(f"spoolproxy: wrote {out} ({len(result.cassette)} interactions)")
-    for line in result.report.lines():
+    for line in result.report.lines() + result.guard_lines:
         say(f"  {line}")
     from .record import _findings
 

@@ -48,6 +48,30 @@ def command(cassette: str, as_json: bool, width: int | None, config_path: str | 
         sys.stdout.write(json.dumps(run_document(cas, t, report), ensure_ascii=False, indent=2) + "\n")
         return
     _render(t, report, cassette, width, cas.meta.extra)
+    _judged(cassette, width)
+
+
+def _judged(cassette: str, width: int | None) -> None:
+    """The stored diagnosis and fixes of the run (``spoolproxy diagnose`` / ``fix``), if any."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from ..judge.service import stored
+
+    d, fixes = stored(cassette)
+    if d is None:
+        return
+    console = Console(highlight=False, width=width)
+    at = f" at interaction {d.interaction}" if d.interaction is not None else ""
+    style = "green" if d.label == "no_failure" else "yellow" if d.label == "unknown" else "bold red"
+    console.print(f"[bold]diagnosis[/] ({escape(str(d.model))}, {d.prompt_version}): [{style}]{d.label}[/]{at}"
+                  + (f" [dim](the model said {escape(d.claimed_label)})[/]" if d.claimed_label else ""))
+    if d.root_cause:
+        console.print(f"  {escape(d.root_cause)}")
+    for e in d.evidence:
+        console.print(f"        [dim]#{e.interaction} {escape(e.path)}:[/] [cyan]{escape(repr(e.quote)[1:-1][:140])}[/]")
+    for p in fixes.kept if fixes is not None else []:
+        console.print(f"  [bold]fix-{p.rank}[/]: {escape(p.file or '')} [dim]{escape(p.rationale[:120])}[/]")
 
 
 def summary(step) -> str:

@@ -57,7 +57,7 @@ class TriageSettings:
         return collect_runs(paths, tags=self.tags, config=self.detect_config(), on_skip=skip)
 
     def clustering(self, runs):
-        from ..triage.cluster import cluster
+        from ..triage.clustering import cluster
 
         return cluster(runs, embedder=self.embedder(), threshold=self.cut())
 

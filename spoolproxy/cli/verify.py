@@ -6,7 +6,10 @@ verdict from Wilson 95% intervals: VERIFIED, LIKELY, INCONCLUSIVE or REJECTED (s
 :mod:`spoolproxy.fix.stats`).  Provider errors count as errored, never as failed.  A
 progress bar shows the trials and the cost of live model calls so far against
 ``--max-cost``, which stops further trials once reached.  ``--pin`` saves the best passing
-patched run as the case's cassette.
+patched run as the case's cassette.  Budgets per trial (``--max-llm-calls``,
+``--max-tool-calls``, ``--max-tokens``, ``--trial-max-cost``, ``--max-seconds``,
+``--circuit-breaker``; or ``[record]``/``[detect]``) guard each trial as ``record`` guards a
+run: a trial the breaker stopped, or one over its budget, failed (the agent ran away).
 
 Exit status: 0 for VERIFIED or LIKELY, 1 for REJECTED or INCONCLUSIVE, 2 for bad input.
 """
@@ -21,6 +24,7 @@ import click
 from ..errors import UsageError
 from ..suite.files import DEFAULT_SUITE
 from .fork import build_patches, patch_options
+from .guard_options import guard_options
 
 VERDICT_STYLE = {"VERIFIED": "bold green", "LIKELY": "green", "INCONCLUSIVE": "yellow", "REJECTED": "bold red"}
 OUTCOME_STYLE = {"passed": "green", "failed": "red", "errored": "yellow", "skipped": "dim", "not_run": "dim"}
@@ -55,10 +59,16 @@ OUTCOME_STYLE = {"passed": "green", "failed": "red", "errored": "yellow", "skipp
               help="For live hosts: also trust this CA (PEM).")
 @click.option("--insecure-upstream", is_flag=True, help="Do not verify upstream TLS certificates.")
 @click.option("--upstream-proxy", metavar="URL", default=None, help="Chain live traffic to this proxy.")
+@guard_options(cost_option="--trial-max-cost", scope="each trial")
 def command(target, patch_files, system_append, tool_results, routes, k, no_control, regress, at, max_cost, pace,
             timeout_s, pin, as_json, suite_dir, out_dir, connect_to, upstream_ca, insecure_upstream,
-            upstream_proxy) -> None:
-    """Verify a patch: K patched vs K control trials, live, plus past good runs; a verdict."""
+            upstream_proxy, guard_flags) -> None:
+    """Verify a patch: K patched vs K control trials, live, plus past good runs; a verdict.
+
+    \b
+      spoolproxy verify stock-check --patch fixes/html-rule.yaml -k 5 --pin
+      spoolproxy verify run.yaml --system-append "Stop after two lookups." -k 3 --max-llm-calls 8 --circuit-breaker
+    """
     from ..cassettes.redact import Redactor
     from ..config import find_config, section
     from ..detectors import load_detect_config
@@ -84,6 +94,10 @@ def command(target, patch_files, system_append, tool_results, routes, k, no_cont
                    else subject.cassette.parent / ".runs" / subject.name) / f"verify-{stamp}"
     config_path = find_config(subject.root) if subject.root else find_config()
     redactor = Redactor.from_config(section("redact", config_path))
+    detect_config = load_detect_config(config_path)
+    from .guard_options import guard_settings
+
+    guards = guard_settings(guard_flags, config_path)  # bad [record] keys fail before any trial runs
 
     def runner(addons):
         return ProxyRunner(addons, connect_to=connect_to, upstream_ca=upstream_ca, insecure_upstream=insecure_upstream,
@@ -91,9 +105,15 @@ def command(target, patch_files, system_append, tool_results, routes, k, no_cont
 
     with _Progress(k * (1 if no_control else 2) + len(regress_list if regress_list is not None else subject.regress),
                    max_cost) as bar, ForkEngine(runner, redactor=redactor) as engine:
+        def guard_for(label: str):
+            from ..guards.config import build_guard
+
+            return build_guard(guards, detect_config, lambda line: bar.say(redactor.text(f"  {label}: {line}")))
+
         v = run_verification(subject, patches, k, engine=engine, out_dir=out_dir, control=not no_control,
                              regress=regress_list, at=at, max_cost=max_cost, pace=pace, timeout_s=timeout_s,
-                             progress=bar.update, config=load_detect_config(config_path))
+                             progress=bar.update, config=detect_config,
+                             guard_factory=guard_for if guards.active else None)
     if pin:
         _pin(v, subject)
     if as_json:
@@ -111,14 +131,20 @@ def _pin(v, subject) -> None:
 
     from ..cassettes import load, save
     from ..fix.verify import best_passing, write, write_hook
-    from ..suite.runner import pin
+    from ..suite.runner import pin, pinned_path
+    from .learn_review import pinned_sibling
 
     best = best_passing(v)
     if v.verdict not in ("VERIFIED", "LIKELY") or best is None:
         click.echo(f"spoolproxy: not pinned: the verdict is {v.verdict}" +
                    ("" if best else " and no patched trial passed"), err=True)
         return
-    target = pin(subject.case, subject.case_path, subject.root, Path(best.cassette))
+    target = pinned_path(subject.case, subject.root)
+    if target.resolve() == Path(subject.cassette).resolve():
+        # the verified run itself is named *.pinned.yaml: never overwrite it; the winner goes
+        # beside it where `--learn-from pinned` looks (<stem>.pinned.yaml)
+        target = pinned_sibling(Path(subject.cassette))
+    target = pin(subject.case, subject.case_path, subject.root, Path(best.cassette), target)
     cas = load(target)  # keep the link to the parent right from the new place
     parent = Path(best.source or subject.cassette).resolve()
     cas.meta.extra["forked_from"] = os.path.relpath(parent, target.resolve().parent)
@@ -153,6 +179,10 @@ class _Progress:
     def __exit__(self, *exc) -> None:
         self.progress.stop()
 
+    def say(self, line: str) -> None:
+        """One line (a trial's budget warning) above the bar."""
+        self.progress.console.print(line, markup=False, highlight=False)
+
     def update(self, trial, label: str, v) -> None:
         cost = self._cost(v.cost_usd, v.cost_unknown)
         if trial is None:
@@ -183,14 +213,14 @@ def render(v) -> None:
     for line in v.patches:
         console.print(f"  {_esc(line)}", highlight=False)
     table = Table()
-    for col in ("arm", "passed", "failed", "errored", "not run", "pass rate", "Wilson 95%"):
+    for col in ("arm", "passed", "failed", "errored", "not run", "pass rate", "Wilson 95%", "cost"):
         table.add_column(col, no_wrap=True)
     arms: list[Arm] = [v.arm("patched")] + ([v.arm("control")] if v.control else [])
     for a in arms:
         lo, hi = a.interval
         rate = f"{a.rate:.0%}" if a.rate is not None else "-"
         table.add_row(a.name, str(a.passed), str(a.failed), str(a.errored), str(a.not_run), rate,
-                      f"{lo:.0%}-{hi:.0%}" if a.usable else "-")
+                      f"{lo:.0%}-{hi:.0%}" if a.usable else "-", _arm_cost(v, a.name))
     console.print(table)
     regress = [t for t in v.trials if t.arm == "regression"]
     if regress:
@@ -201,9 +231,16 @@ def render(v) -> None:
     blocked = sorted({b for t in v.trials for b in t.blocked})
     if blocked:
         console.print(f"blocked side effects during trials: {_esc(', '.join(blocked))}", highlight=False)
-    budget = f" of --max-cost ${v.max_cost_usd:.4f}" if v.max_cost_usd is not None else ""
-    unknown = " (some models are not in the price table: their cost is not counted)" if v.cost_unknown else ""
-    console.print(f"cost of live model calls: ${v.cost_usd:.4f}{budget}{unknown}", highlight=False)
+    from .show import usd
+
+    budget = f" of --max-cost {usd(v.max_cost_usd)}" if v.max_cost_usd is not None else ""
+    if v.cost_unknown and not v.cost_usd:
+        spent = "unknown (no price for the models used: give them one in [prices])"
+    elif v.cost_unknown:
+        spent = f"{usd(v.cost_usd)} + calls of models with no price (not counted; see [prices])"
+    else:
+        spent = usd(v.cost_usd)
+    console.print(f"cost of live model calls: {spent}{budget}", highlight=False)
     if v.stopped:
         console.print(f"[yellow]stopped early: {_esc(v.stopped)}[/]")
     style = VERDICT_STYLE.get(v.verdict or "", "")
@@ -211,6 +248,19 @@ def render(v) -> None:
     console.print(f"trials: {_esc(_shown(v.out_dir))}/ (verification.json)", highlight=False)
     if v.pinned:
         console.print(f"pinned: {_esc(_shown(v.pinned))}", highlight=False)
+        console.print(f"learn assertions from it: spoolproxy annotate {_esc(v.subject)} --learn-from pinned",
+                      highlight=False)
+
+
+def _arm_cost(v, name: str) -> str:
+    """The arm's live model calls' cost: ``$0.000123``, ``$0.0012+?`` (some call unpriced), ``?``."""
+    from ..fix.verify import arm_cost
+    from .show import usd
+
+    spent, unknown = arm_cost(v, name)
+    if unknown and not spent:
+        return "?"
+    return usd(spent) + ("+?" if unknown else "")
 
 
 def _shown(path: str) -> str:

@@ -11,6 +11,8 @@ Paths (``interaction`` selects the interaction; the path the field in it):
   (``text``, ``refusal``, ``reasoning``, ``finish_reason_raw``, ``error``,
   ``tool_calls/<n>/name``, ``tool_calls/<n>/arguments_raw``)
 * ``mcp.result_text``: the MCP tool result text
+* ``input.<n>``: the text of message ``n`` (0-based) of the conversation an LLM request
+  sent, as the transcript reads it (a system prompt, a user turn, a tool result fed back)
 * run-level evidence (``interaction`` None): ``meta.exit_code``, ``meta.agent_end.<key>``
   (``stderr_tail``, ``signal``), the recorded command's end
 
@@ -101,6 +103,9 @@ class EvidenceBuilder:
             return _text(value)
         if head == "mcp" and step.mcp is not None and rest == "result_text":
             return step.mcp.result_text
+        if head == "input" and step.llm is not None and rest.isdigit():
+            n = int(rest)
+            return step.llm.messages[n].text if n < len(step.llm.messages) else None
         return None
 
     def _meta(self, path: str) -> str | None:

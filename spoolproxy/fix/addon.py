@@ -18,6 +18,13 @@ For each request, in the ``request`` hook:
 Responses are never touched, so live streams pass through chunk by chunk as in ``record``.
 The session and recorder can be swapped between runs (:meth:`ForkAddon.attach`), so one
 proxy serves many forks (``spoolproxy verify``).
+
+With a :class:`~spoolproxy.guards.addon.GuardAddon` attached (live budgets and the circuit
+breaker, ``fork --max-llm-calls`` ..., each verify trial), a model request about to go live
+(``live`` or ``patched``) is shown to it first, after patching and before recording, as
+``record`` does: once the breaker has tripped the request gets the provider-shaped refusal
+instead of going upstream, and is recorded with it as ``fork: refused``.  Requests served from the parent never
+reach the guard.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from ..proxy.recorder import EXTRA_META, Recorder
 from ..replayer.addon import Playback, flow_request
 from ..replayer.control import CONTROL_HOST
 from ..replayer.session import Decision, PlaybackConfig
-from .session import ForkDecision, ForkSession
+from .session import LIVE_SOURCES, ForkDecision, ForkSession
 
 #: flow.metadata key: the fork decision's source (cassette | live | patched | ...)
 META = "spoolproxy.fork"
@@ -69,19 +76,21 @@ class ForkAddon:
     """mitmproxy addon running one fork at a time (see the module docstring).
 
     ``session`` / ``recorder`` may be None between runs: requests then get a 503 and
-    nothing is recorded.
+    nothing is recorded.  ``guard``: an optional GuardAddon for the current fork.
     """
 
-    def __init__(self, session: ForkSession | None = None, recorder: Recorder | None = None) -> None:
+    def __init__(self, session: ForkSession | None = None, recorder: Recorder | None = None, guard=None) -> None:
         self.shim = _Decided()
         self.playback = Playback(self.shim)  # type: ignore[arg-type]
         self.session = session
         self.recorder = recorder
+        self.guard = guard
         self.shim.fork = session
 
-    def attach(self, session: ForkSession | None, recorder: Recorder | None) -> None:
-        """Serve ``session`` and record into ``recorder`` from now on (call on the proxy's loop)."""
-        self.session, self.recorder = session, recorder
+    def attach(self, session: ForkSession | None, recorder: Recorder | None, guard=None) -> None:
+        """Serve ``session``, record into ``recorder`` and guard live model requests with
+        ``guard`` (a GuardAddon, or None) from now on (call on the proxy's loop)."""
+        self.session, self.recorder, self.guard = session, recorder, guard
         self.shim.fork = session
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -131,8 +140,15 @@ class ForkAddon:
             req.headers["content-length"] = str(len(req.raw_content or b""))
         if d.path is not None:
             req.path = d.path
+        if self.guard is not None and d.source in LIVE_SOURCES:
+            self.guard.request(flow)  # a model request past a budget: refused here, never sent
+            if flow.response is not None:
+                flow.metadata[EXTRA_META] = {**flow.metadata[EXTRA_META], "fork": "refused"}
+                self.session.refused(d.seq, "refused by the circuit breaker")
         if self.recorder is not None:
             self.recorder.request(flow)
+        if flow.response is not None:
+            return
         if d.route is not None:
             u = urlsplit(d.route)
             req.scheme = u.scheme

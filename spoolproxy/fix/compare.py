@@ -40,8 +40,11 @@ StepStatus = Literal["same", "request", "response", "only_a", "only_b"]
 
 
 class Totals(BaseModel):
-    """One run's totals.  ``cost_usd`` None: a model is not in the price table;
-    ``wall_s`` None: the cassette has no timing."""
+    """One run's totals.  ``cost_usd``: USD from the config's price book (``[prices]``, local
+    hosts at $0, the dated table; the same one ``detect`` and ``report`` use), None when a
+    model that reported tokens has no price (``unpriced_models`` names them) or no call
+    reported tokens; ``price_sources``: where the prices came from; ``wall_s`` None: the
+    cassette has no timing."""
 
     interactions: int = 0
     model_calls: int = 0
@@ -51,6 +54,8 @@ class Totals(BaseModel):
     output_tokens: int = 0
     total_tokens: int = 0
     cost_usd: float | None = None
+    unpriced_models: list[str] = Field(default_factory=list)
+    price_sources: list[str] = Field(default_factory=list)
     wall_s: float | None = None
     http_errors: int = 0
     blocked: int = 0
@@ -158,7 +163,7 @@ def totals(cas: Cassette, t: Transcript) -> Totals:
         tool_calls=sum(len(s.llm.tool_calls) for s in llm if s.llm),
         tool_requests=sum(1 for s in t.steps if s.kind != "llm"),
         input_tokens=t.input_tokens, output_tokens=t.output_tokens, total_tokens=t.total_tokens,
-        cost_usd=t.cost_usd, wall_s=wall,
+        cost_usd=t.cost_usd, unpriced_models=list(t.unpriced_models), price_sources=list(t.price_sources), wall_s=wall,
         http_errors=sum(1 for s in t.steps if (s.status or 0) >= 400 or s.transport_error),
         blocked=sum(1 for it in cas.interactions if it.extra.get("fork") == "blocked"),
         final_answer=t.final_answer.text if t.final_answer else None)
@@ -263,7 +268,8 @@ def divergence(step: AlignedStep, a: Cassette, ta: Transcript, b: Cassette, tb: 
 
 
 def diff_runs(a: Cassette, b: Cassette, config=None, fp: Fingerprinter | None = None) -> RunDiff:
-    """Compare run A with base run B (``config``: the detectors' settings)."""
+    """Compare run A with base run B (``config``: the detectors' settings and ``[prices]``, a
+    DetectConfig; both runs are priced with its price book)."""
     fp = fp or Fingerprinter()
     ta, tb = build_transcript(a, config), build_transcript(b, config)
     ra, rb = analyze(a, config, ta), analyze(b, config, tb)

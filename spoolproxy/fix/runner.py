@@ -8,7 +8,13 @@ addon, runs the command with the proxy environment, and writes the fork cassette
 ``spoolproxy:`` metadata links it to its parent (``forked_from``, relative to the fork's
 directory, ``fork_at``, ``patches``) and sums up the fork (``fork``: requests per source,
 blocked side effects).  Each interaction carries where its answer came from
-(``spoolproxy: {fork: cassette | live | patched | routed | override | blocked | miss}``).
+(``spoolproxy: {fork: cassette | live | patched | routed | override | blocked | miss | refused}``).
+
+A run may be guarded (:class:`~spoolproxy.guards.Guard`: live budgets, the circuit
+breaker): the guard sees every model request that would go live and every exchange from the
+fork point on (the prefix replayed from the parent costs nothing and is not counted), and
+its facts (``budget``, ``circuit_breaker``) go into the fork's ``meta.extra``, as
+``record`` stores them.
 """
 
 from __future__ import annotations
@@ -75,6 +81,8 @@ class ForkResult:
     output: str = ""
     timed_out: bool = False
     proxy_errors: list[str] = field(default_factory=list)
+    #: what the run's guard saw, for the summary (empty without a guard)
+    guard_lines: list[str] = field(default_factory=list)
 
 
 def load_parent(path: str | Path) -> Cassette:
@@ -155,9 +163,11 @@ class ForkEngine:
             self.runner = runner
         return self.runner
 
-    def run(self, spec: ForkSpec, *, parent: Cassette | None = None) -> ForkResult:
-        """Run one fork.  Raises SpoolError when the parent is unreadable, the proxy cannot
-        start, the command cannot be started (127/126), or the cassette cannot be written."""
+    def run(self, spec: ForkSpec, *, parent: Cassette | None = None, guard=None) -> ForkResult:
+        """Run one fork, guarded by ``guard`` (a fresh :class:`~spoolproxy.guards.Guard`
+        for this run, or None).  Raises SpoolError when the parent is unreadable, the proxy
+        cannot start, the command cannot be started (127/126), or the cassette cannot be
+        written."""
         from ..proxy.recorder import Recorder
 
         parent = parent if parent is not None else load_parent(spec.parent)
@@ -166,10 +176,18 @@ class ForkEngine:
         except ValueError as exc:
             raise SpoolError(f"--at {spec.at}: {exc}; {spec.parent} has {len(parent)} interactions") from None
         recorder = Recorder(spec.out, meta=fork_meta(spec, self.redactor), redactor=self.redactor)
+        guard_addon = None
+        if guard is not None:
+            from ..guards.addon import GuardAddon
+
+            guard_addon = GuardAddon(guard)
+            at = spec.at
+            # the prefix is replayed from the parent: it costs nothing and is not counted
+            recorder.observers.append(lambda seq, it: guard_addon.observe(seq, it) if seq >= at else None)
         recorder.open()
         runner = self._ensure()
         errors_before = len(runner.addon_errors)
-        runner.call(self.addon.attach, session, recorder)
+        runner.call(self.addon.attach, session, recorder, guard_addon)
         try:
             env = self.env_factory(runner, spec.env if spec.env is not None else os.environ)
             code, output, timed_out = run_command(spec.argv, spec.cwd, env, spec.timeout_s, spec.capture)
@@ -178,16 +196,17 @@ class ForkEngine:
             _discard(recorder, spec.out)
             raise
         runner.call(self._detach)
-        cas = recorder.finish(code)
+        cas = recorder.finish(code, extra=guard.meta() if guard is not None else None)
         report = session.report()
         cas.meta.extra[FORK_SUMMARY] = json.loads(self.redactor.text(json.dumps(report.summary())))
         save(cas, spec.out)
         cas.path = spec.out
-        return ForkResult(spec.out, cas, report, code, output, timed_out, runner.addon_errors[errors_before:])
+        return ForkResult(spec.out, cas, report, code, output, timed_out, runner.addon_errors[errors_before:],
+                          [self.redactor.text(line) for line in guard.summary_lines()] if guard is not None else [])
 
     async def _detach(self) -> None:
         recorder = self.addon.recorder
-        self.addon.attach(None, None)
+        self.addon.attach(None, None, None)
         if recorder is not None:
             await recorder.done()
 

@@ -44,10 +44,12 @@ from ..replayer.session import Decision
 from .apply import apply_patches, model_requests
 from .patches import PatchSet
 
-Source = Literal["cassette", "live", "patched", "routed", "override", "blocked", "miss"]
+Source = Literal["cassette", "live", "patched", "routed", "override", "blocked", "miss", "refused"]
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 #: Interaction.extra key of a fork cassette: where each interaction's answer came from
 EXTRA_KEY = "fork"
+#: sources whose request goes upstream to the model: what live budgets and a trial's cost count
+LIVE_SOURCES = ("live", "patched")
 
 
 @dataclass
@@ -124,7 +126,8 @@ class ForkReport(BaseModel):
 
     def summary(self) -> dict:
         """Counts per source plus the blocked attempts (for ``meta.extra["fork"]``)."""
-        counts = {s: self.count(s) for s in ("cassette", "live", "patched", "routed", "override", "blocked", "miss")}
+        counts = {s: self.count(s) for s in ("cassette", "live", "patched", "routed", "override", "blocked", "miss",
+                                             "refused")}
         return {"requests": len(self.requests), **{k: v for k, v in counts.items() if v},
                 "blocked_requests": [f"{r.method} {r.uri}" for r in self.blocked],
                 "diverged_at": self.diverged_at, "reached_fork_point": self.reached,
@@ -133,7 +136,7 @@ class ForkReport(BaseModel):
     def lines(self) -> list[str]:
         """Human lines for the terminal."""
         counts = ", ".join(f"{self.count(s)} {s}" for s in ("cassette", "patched", "live", "routed", "override",
-                                                            "blocked", "miss") if self.count(s))
+                                                            "blocked", "miss", "refused") if self.count(s))
         out = [f"{len(self.requests)} requests: {counts or 'none'}"]
         if self.diverged_at is not None:
             r = self.requests[self.diverged_at]
@@ -287,6 +290,14 @@ class ForkSession:
             for r in self._report.requests:
                 if r.seq == seq:
                     r.source, r.note = "miss", f"could not serve the recorded response: {reason}"
+
+    def refused(self, seq: int, reason: str) -> None:
+        """Request ``seq``, a model request about to go live, was refused by the run's
+        circuit breaker (:mod:`spoolproxy.guards`) and never sent: it counts as ``refused``."""
+        with self._lock:
+            for r in self._report.requests:
+                if r.seq == seq:
+                    r.source, r.note = "refused", reason
 
     def report(self) -> ForkReport:
         """A snapshot of the report so far."""

@@ -13,7 +13,10 @@ trial must meet, the default past good runs (a case's pinned passing cassette).
   (a run the patch does not apply to is ``skipped``: the patch cannot change it);
 
 stopping further trials once the live model calls' cost reaches ``max_cost`` (USD), and
-sleeping ``pace`` seconds between trials (free-tier rate limits).  Every trial's cassette
+sleeping ``pace`` seconds between trials (free-tier rate limits).  ``guard_factory(label)``
+gives each trial a fresh :class:`~spoolproxy.guards.Guard` (per-trial budgets and the
+circuit breaker); a trial it stops is ``failed`` (:mod:`.trials`).  Each arm's summary
+carries its cost (``cost_usd``, ``cost_unknown`` when a model had no price).  Every trial's cassette
 is kept under ``out_dir`` with ``verification.json`` (the :class:`Verification`), and
 ``<failing cassette stem>.verify.json`` beside the verified run is the short form a run
 report shows (:func:`hook_document`).
@@ -224,10 +227,22 @@ def plan(k: int, control: bool, regress: list[PastRun]) -> list[tuple[str, int, 
     return out
 
 
+def arm_cost(v: "Verification", name: str) -> tuple[float, bool]:
+    """(USD of the arm's priced live model calls, True when some call had no price)."""
+    trials = [t for t in v.trials if t.arm == name and t.outcome not in ("not_run", "skipped")]
+    return (round(sum(t.cost_usd or 0.0 for t in trials), 8), any(t.cost_usd is None for t in trials))
+
+
+def _with_cost(summary: dict, v: "Verification", name: str) -> dict:
+    usd, unknown = arm_cost(v, name)
+    return {**summary, "cost_usd": usd, "cost_unknown": unknown}
+
+
 def run_verification(subject: Subject, patches: PatchSet, k: int, *, engine: ForkEngine, out_dir: Path,
                      control: bool = True, regress: list[PastRun] | None = None, at: int | None = None,
                      max_cost: float | None = None, pace: float = 0.0, timeout_s: float = 300.0,
-                     progress: ProgressFn | None = None, config=None) -> Verification:
+                     progress: ProgressFn | None = None, config=None,
+                     guard_factory: Callable[[str], object] | None = None) -> Verification:
     """Run a verification (see the module docstring).  Raises SpoolError when the patch
     applies nowhere in the failing run (give ``at``) or a cassette is unreadable."""
     parent = load_parent(subject.cassette)
@@ -250,7 +265,8 @@ def run_verification(subject: Subject, patches: PatchSet, k: int, *, engine: For
             break
         if progress:
             progress(None, f"{arm} {n}" + (f" ({path.name or path.cassette.name})" if path else ""), v)
-        trial = _one(subject, patches, arm, n, path, parent, at, engine, out_dir, timeout_s, config)
+        guard = guard_factory(f"{arm} {n}") if guard_factory is not None else None
+        trial = _one(subject, patches, arm, n, path, parent, at, engine, out_dir, timeout_s, config, guard)
         v.trials.append(trial)
         if trial.cost_usd is None and trial.outcome != "skipped":
             v.cost_unknown = True
@@ -260,8 +276,8 @@ def run_verification(subject: Subject, patches: PatchSet, k: int, *, engine: For
         if pace and idx < len(steps) - 1:
             time.sleep(pace)
     patched_arm, control_arm = v.arm("patched"), v.arm("control") if control else None
-    v.patched = patched_arm.summary()
-    v.controls = control_arm.summary() if control_arm else None
+    v.patched = _with_cost(patched_arm.summary(), v, "patched")
+    v.controls = _with_cost(control_arm.summary(), v, "control") if control_arm else None
     v.verdict, v.reason = verdict(patched_arm, control_arm, [t.outcome for t in v.trials if t.arm == "regression"], k)
     write(v, out_dir)
     write_hook(v, Path(subject.cassette))
@@ -269,7 +285,7 @@ def run_verification(subject: Subject, patches: PatchSet, k: int, *, engine: For
 
 
 def _one(subject: Subject, patches: PatchSet, arm: str, n: int, past: PastRun | None, parent: Cassette, at: int,
-         engine: ForkEngine, out_dir: Path, timeout_s: float, config) -> Trial:
+         engine: ForkEngine, out_dir: Path, timeout_s: float, config, guard=None) -> Trial:
     t0 = time.monotonic()
     if arm == "regression":
         assert past is not None
@@ -291,7 +307,7 @@ def _one(subject: Subject, patches: PatchSet, arm: str, n: int, past: PastRun | 
     spec = ForkSpec(parent=Path(source), at=at_here, patches=patches if arm != "control" else PatchSet(),
                     argv=argv, cwd=cwd, out=out, options=subject.options, timeout_s=timeout_s, capture=True,
                     extra={"verify": {"arm": arm, "trial": n}})
-    result = engine.run(spec, parent=spec_parent)
+    result = engine.run(spec, parent=spec_parent, guard=guard)
     (out_dir / f"{arm}-{n}.log").write_text(engine.redactor.text(result.output), encoding="utf-8")
     j = judge_trial(result, assertions, parent_exit=exit0, config=config)
     if result.proxy_errors:
@@ -319,11 +335,16 @@ def hook_document(v: Verification) -> dict:
     """The short form a run report shows (``spoolproxy report``'s verify hook, docs/triage.md):
     ``verdict``, ``summary``, scalar facts and ``trials`` (one flat object each)."""
     p, c = v.arm("patched"), v.arm("control") if v.control else None
+    pc, cc = arm_cost(v, "patched"), arm_cost(v, "control")
     doc = {"verdict": v.verdict, "summary": f"{v.verdict}: {v.reason}", "k": v.k, "fork_at": v.at,
            "patched": p.line(), "control": c.line() if c else "no control arm",
-           "patches": "; ".join(v.patches), "cost_usd": v.cost_usd, "stopped": v.stopped, "pinned": v.pinned,
+           "patches": "; ".join(v.patches), "cost_usd": v.cost_usd,
+           "patched_cost_usd": pc[0] if not pc[1] else f"{pc[0]} + unpriced calls",
+           "control_cost_usd": (cc[0] if not cc[1] else f"{cc[0]} + unpriced calls") if c else None,
+           "stopped": v.stopped, "pinned": v.pinned,
            "details": str(Path(v.out_dir) / "verification.json"), "started_at": v.started_at}
-    doc["trials"] = [{"arm": t.arm, "n": t.n, "outcome": t.outcome, "reason": t.reason, "cassette": t.cassette or ""}
+    doc["trials"] = [{"arm": t.arm, "n": t.n, "outcome": t.outcome, "reason": t.reason,
+                      "cost_usd": "unknown" if t.cost_usd is None else t.cost_usd, "cassette": t.cassette or ""}
                      for t in v.trials]
     return doc
 

@@ -2,7 +2,7 @@
 
 ```toml
 [record]
-max_llm_calls = 40        # budgets for live runs (record, playback --live)
+max_llm_calls = 40        # budgets for live runs (record, playback --live, fork, each verify trial)
 max_tool_calls = 60
 max_tokens = 400000
 max_cost_usd = 2.00
@@ -105,3 +105,19 @@ def resolve(flags: dict, config_path=None) -> GuardSettings:
     breaker = flags.get("circuit_breaker")
     return GuardSettings(limits=limits, breaker=table.circuit_breaker if breaker is None else bool(breaker),
                          breaker_kinds=tuple(table.breaker_kinds))
+
+
+def build_guard(settings: GuardSettings, detect_config=None, say=None):
+    """A fresh :class:`~.breaker.Guard` for one run under ``settings`` (None when nothing is
+    set): prices and mid-run detector thresholds from ``detect_config`` (a DetectConfig;
+    default the shipped one), warnings and breaker messages through ``say`` (one line each)."""
+    if not settings.active:
+        return None
+    from .breaker import Guard
+
+    if detect_config is None:
+        from ..detectors.config import DetectConfig
+
+        detect_config = DetectConfig()
+    return Guard(settings.limits, breaker=settings.breaker, breaker_kinds=settings.breaker_kinds,
+                 say=say or (lambda line: None), prices=detect_config.price_book(), detect_config=detect_config)

@@ -198,12 +198,13 @@ def pinned_path(case: Case, root: Path) -> Path:
     return current.with_name(f"{current.stem}.pinned.yaml")
 
 
-def pin(case: Case, case_path: Path, root: Path, artifact: Path) -> Path:
-    """Copy ``artifact`` to the case's pinned cassette and point the case file at it.
+def pin(case: Case, case_path: Path, root: Path, artifact: Path, target: Path | None = None) -> Path:
+    """Copy ``artifact`` to the case's pinned cassette (``target``, default
+    :func:`pinned_path`) and point the case file at it.
 
     The original failing cassette is kept and named in ``failing_cassette``.
     """
-    target = pinned_path(case, root)
+    target = target or pinned_path(case, root)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(artifact, target)
     bodies = side_dir(artifact)

@@ -14,7 +14,7 @@ call the same ones; none of them prints)::
 
 Modules: :mod:`.tags` (run tags and git commit), :mod:`.runs` (runs from cassettes,
 directories and suites), :mod:`.normalize` (failure text), :mod:`.embed` (Ollama and the
-built-in vectoriser), :mod:`.cluster`, :mod:`.dedup` (one case per cluster, suite
+built-in vectoriser), :mod:`.clustering` (the ``cluster`` function), :mod:`.dedup` (one case per cluster, suite
 clusters), :mod:`.report` and :mod:`.parent` (one run as HTML, fork/verify hooks),
 :mod:`.dashboard` and :mod:`.charts`.  See docs/triage.md.
 """
@@ -22,8 +22,11 @@ clusters), :mod:`.report` and :mod:`.parent` (one run as HTML, fork/verify hooks
 from importlib import import_module
 
 #: public name -> module; imported on first use, so ``record`` (which needs only
-#: :mod:`.tags`) does not pay for the detectors, jinja2 or pygal
-_LAZY = {"Cluster": "cluster", "Clustering": "cluster", "cluster": "cluster", "cluster_runs": "cluster",
+#: :mod:`.tags`) does not pay for the detectors, jinja2 or pygal.  No module may share a
+#: public function's name: importing ``spoolproxy.triage.<name>`` binds the submodule as
+#: the package attribute, which would then shadow the function (hence ``clustering.py``
+#: holding ``cluster``)
+_LAZY = {"Cluster": "clustering", "Clustering": "clustering", "cluster": "clustering", "cluster_runs": "clustering",
          "Stats": "dashboard", "stats": "dashboard", "write_dashboard": "dashboard",
          "plan_dedup": "dedup", "suite_clusters": "dedup", "render_report": "report", "write_report": "report",
          "Run": "runs", "collect_runs": "runs"}

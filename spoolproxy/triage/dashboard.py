@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 from ..cassettes.redact import Redactor
 from ..cassettes.storage import atomic_write
 from ..errors import SpoolError
-from .cluster import Clustering, cluster
+from .clustering import Clustering, cluster
 from .runs import Run, collect_runs
 
 

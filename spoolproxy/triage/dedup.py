@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from .cluster import Clustering, cluster
+from .clustering import Clustering, cluster
 from .runs import Run, collect_runs
 
 

@@ -94,6 +94,28 @@ def _step(cas: Cassette, s: Step, findings: list[tuple[int, Any]]) -> dict[str, 
     return d
 
 
+def _diagnosis(path: Path | None, ev: EvidenceBuilder) -> dict[str, Any] | None:
+    """The stored judge diagnosis and kept fixes of the run (``spoolproxy diagnose`` /
+    ``fix``), with each quote shown in its field, or None."""
+    if path is None:
+        return None
+    from ..fix.patches import parse_patches
+    from ..judge.service import stored
+
+    d, fixes = stored(path)
+    if d is None:
+        return None
+    kept = []
+    for p in fixes.kept if fixes is not None else []:
+        try:
+            what = parse_patches(p.patch).patches[0].describe()
+        except Exception:  # noqa: BLE001 - shown as stored
+            what = json.dumps(p.patch, ensure_ascii=False)[:200]
+        kept.append({"rank": p.rank, "file": p.file, "what": what, "rationale": p.rationale, "test_only": p.test_only})
+    dropped = sum(1 for p in fixes.proposals if not p.kept) if fixes is not None else 0
+    return {"d": d, "evidence": [_evidence(ev, e) for e in d.evidence], "fixes": kept, "dropped": dropped}
+
+
 def report_context(cas: Cassette, *, config=None, redactor: Redactor | None = None, links: dict | None = None,
                    title: str | None = None) -> dict[str, Any]:
     """Everything the report template shows, from a loaded cassette (redacted here).
@@ -127,6 +149,7 @@ def report_context(cas: Cassette, *, config=None, redactor: Redactor | None = No
         "steps": [_step(cas, s, by_step.get(s.index, [])) for s in t.steps],
         "diff": diff_to_parent(cas, t, r, config=config, redactor=red),
         "verify": load_verify(verify) if verify is not None else None,
+        "diagnosis": _diagnosis(path, ev),
         "links": {"dashboard": None, "parent": None, **(links or {})},
     }
 

@@ -208,8 +208,8 @@ class Workspace:
         return runs, skipped
 
     def cluster(self, runs):
-        """:func:`.cluster.cluster` with the project's embedding model and threshold."""
-        from .cluster import cluster
+        """:func:`.clustering.cluster` with the project's embedding model and threshold."""
+        from .clustering import cluster
 
         return cluster(runs, embedder=self.embedder(), threshold=self.triage_config().threshold)
 

@@ -6,7 +6,12 @@ its own only after ``--max-iterations`` model calls; an API error ends it with e
 and one JSON line on stdout: the calls made, the status, the SDK's exception type and
 message, and the ``x-should-retry`` header it saw.
 
-    python runaway.py [--stream] [--pause S] [--max-iterations N]
+    python runaway.py [--stream] [--pause S] [--max-iterations N] [--base-url URL] [--tool-url URL] [--question Q]
+
+``--base-url`` points the SDK at another OpenAI-compatible server (the scripted model of
+``examples/model_server.py``: asked about an order the shop does not know, it looks the order
+up again and again), ``--tool-url`` the tool calls at another HTTP API (the shop's
+``/orders``), ``--question`` changes what it asks.
 """
 
 from __future__ import annotations
@@ -48,9 +53,12 @@ def main() -> int:
     ap.add_argument("--stream", action="store_true")
     ap.add_argument("--pause", type=float, default=0.0)
     ap.add_argument("--max-iterations", type=int, default=50)
+    ap.add_argument("--base-url", default=None)
+    ap.add_argument("--tool-url", default="http://tools.example.test/echo/lookup")
+    ap.add_argument("--question", default=QUESTION)
     args = ap.parse_args()
-    client = openai.OpenAI(api_key="sk-proj-" + "r" * 40, max_retries=2)
-    messages: list = [{"role": "user", "content": QUESTION}]
+    client = openai.OpenAI(api_key="sk-proj-" + "r" * 40, max_retries=2, base_url=args.base_url)
+    messages: list = [{"role": "user", "content": args.question}]
     calls = 0
     try:
         with httpx.Client(timeout=30) as tools:
@@ -59,10 +67,10 @@ def main() -> int:
                 msg = ask(client, messages, args.stream)
                 messages.append(msg.model_dump(exclude_none=True))
                 for tc in msg.tool_calls or []:
-                    result = tools.get("http://tools.example.test/echo/lookup", params=json.loads(tc.function.arguments))
+                    result = tools.get(args.tool_url, params=json.loads(tc.function.arguments))
                     messages.append({"role": "tool", "tool_call_id": tc.id, "content": result.text})
                 if not msg.tool_calls:
-                    messages.append({"role": "user", "content": QUESTION})  # never satisfied: asks again
+                    messages.append({"role": "user", "content": args.question})  # never satisfied: asks again
                 time.sleep(args.pause)
     except openai.APIStatusError as exc:
         print(json.dumps({"calls": calls, "status": exc.status_code, "type": type(exc).__name__,
