@@ -44,7 +44,8 @@ def specs() -> list[tuple[str, str, str, str]]:
         rows += [(f"B1.sse.{s}.ttfb", SUBJECTS[s], "SSE 200 events: time to first byte", "ms"),
                  (f"B1.sse.{s}.total", SUBJECTS[s], "SSE 200 events: total time", "ms")]
     rows += [(f"B1.sse.spoolproxy.ttfb_vs_mitmdump", "spoolproxy record",
-              "SSE time to first byte / streaming mitmdump's", "×")]
+              "SSE time to first byte / streaming mitmdump's", "×"),
+             ("B1.sse.spoolproxy.total_vs_mitmdump", "spoolproxy record", "SSE total time / streaming mitmdump's", "×")]
     return rows
 
 
@@ -211,6 +212,9 @@ def run(res: Results, ctx: RunContext) -> None:
         r = per_run(data["spoolproxy"]["sse.ttfb"], data["mitmdump_stream"]["sse.ttfb"], lambda x, y: x / y)
         res.set("B1.sse.spoolproxy.ttfb_vs_mitmdump", r, reference="bare mitmdump, streaming",
                 target="≤ 1.10", met=percentile(r, 50) <= 1.10)
+        r = per_run(data["spoolproxy"]["sse.total"], data["mitmdump_stream"]["sse.total"], lambda x, y: x / y)
+        res.set("B1.sse.spoolproxy.total_vs_mitmdump", r, reference="bare mitmdump, streaming",
+                target="≤ 1.00 (no worse)", met=percentile(r, 50) <= 1.0)
     res.unavailable("B1.", "subject failed during the run; see the logs")
 
 

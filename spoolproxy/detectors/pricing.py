@@ -100,6 +100,7 @@ def model_key(model: str) -> str:
     return model.split("/")[-1].strip().lower()
 
 
+@lru_cache(maxsize=1024)
 def is_local_host(host: str, extra: tuple[str, ...] = ()) -> bool:
     """True for a server on this machine or a private network: ``localhost``, loopback and
     private IP ranges, ``*.local``/``*.localhost``, ``host.docker.internal``, and any of the
