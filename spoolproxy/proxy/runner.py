@@ -154,7 +154,7 @@ class ProxyRunner:
     # -- public ---------------------------------------------------------------------
     @property
     def port(self) -> int:
-        """The forward proxy's port (after :meth:`start`)."""
+        """The forward proxy's port (after :meth:`bind` or :meth:`start`)."""
         if self._port is None:
             raise SpoolError("the proxy is not running")
         return self._port
