@@ -8,7 +8,8 @@ Starts the B1 origin, bare ``mitmdump`` (buffering and streaming), ``spoolproxy 
 then sends 1 KB and 100 KB JSON POSTs and 200-event SSE streams through each in turn and
 reads each proxy's user+system CPU time from ``/proc/<pid>/stat`` around every batch.
 ``--parts`` adds recorders with parts switched off (``capture``: the hooks only, nothing
-queued; ``no-journal``: everything but the journal write; ``inline``: no writer thread),
+queued; ``no-journal``: everything but the journal write; ``inline``: no writer thread;
+``no-wait``: the end of a chunked response not held back until its line is written),
 so the differences say what each part costs.  Prints milliseconds of CPU per request
 (medians over rounds) and the p50 latency.  CPU time resolution is a clock tick (10 ms), so
 use enough requests.
@@ -27,7 +28,7 @@ from .config import FULL
 from .ctx import RunContext
 from .procs import PYTHON, free_port
 
-PARTS = ("runner", "capture", "no-journal", "inline")
+PARTS = ("runner", "capture", "no-journal", "inline", "no-wait")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -53,8 +54,11 @@ def serve(variant: str, port: int, ca: str, cassette: str) -> None:
             rec._writer.submit = lambda seq, it, done=None: done and done()
         elif variant == "no-journal":
             rec.journal.append_many = lambda items: None
+        elif variant == "no-wait":  # the end of a chunked response is not held back for its journal line
+            submit = rec._writer.submit
+            rec._writer.submit = lambda seq, it, done=None: (submit(seq, it), done and done())
         elif variant == "inline":
-            rec._writer.submit = lambda seq, it, done=None: (rec._write_batch([(seq, it)]), done and done())
+            rec._writer.submit = lambda seq, it, done=None: (rec._count_batch(rec._write_batch([(seq, it)])), done and done())
         addons = [rec, TlsWatch()]
     runner = ProxyRunner(addons, listen_port=port, upstream_ca=Path(ca), options={"connection_strategy": "lazy"})
     runner.start()

@@ -6,7 +6,8 @@ and hands it to the write function in one batch (redaction, JSON encoding and on
 system call for the lot), so a burst of completed exchanges costs one thread wake-up and
 one write instead of one each.  A ``done`` callback (called on the writer thread once the
 batch holding the interaction was written) lets the recorder hold back the end of a chunked
-response until its line is in the kernel.
+response until its line is in the kernel; work that need not hold it back (the run summary)
+goes in ``after``, called once the batch's ``done`` callbacks ran.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ Item = tuple[int, Any]  # (sequence number, interaction)
 
 class JournalWriter:
     """A background thread calling ``write(items)`` with batches of submitted ``(seq,
-    interaction)`` items, in submission order.  ``write`` must not raise (a raised error is
-    logged and the batch's ``done`` callbacks still run).  Thread-safe."""
+    interaction)`` items, in submission order, then each item's ``done`` callback, then
+    ``after(result)`` with what ``write`` returned.  ``write`` must not raise (a raised error
+    is logged and the batch's ``done`` callbacks still run).  Thread-safe."""
 
-    def __init__(self, write: Callable[[list[Item]], None], name: str = "spoolproxy-journal") -> None:
+    def __init__(self, write: Callable[[list[Item]], Any], name: str = "spoolproxy-journal",
+                 after: Callable[[Any], None] | None = None) -> None:
         self._write = write
+        self._after = after
         self._name = name
         self._queue: SimpleQueue = SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -73,8 +77,9 @@ class JournalWriter:
                 batch = [b for b in batch if b is not _STOP]
             if not batch:
                 continue
+            result = None
             try:
-                self._write([(seq, it) for seq, it, _ in batch])
+                result = self._write([(seq, it) for seq, it, _ in batch])
             except Exception as exc:  # pragma: no cover - the write function reports its own errors
                 logger.error("spoolproxy: journal writer failed: %s", exc)
             for _, _, done in batch:
@@ -83,3 +88,8 @@ class JournalWriter:
                         done()
                     except Exception:  # pragma: no cover - a closed event loop at shutdown
                         pass
+            if self._after is not None and result is not None:
+                try:
+                    self._after(result)
+                except Exception as exc:  # pragma: no cover - the after function reports its own errors
+                    logger.error("spoolproxy: journal writer failed after a batch: %s", exc)

@@ -158,7 +158,7 @@ class Recorder:
         self.run_facts: dict = {}
         self._seq = itertools.count()
         self._pending: dict[str, _Capture] = {}
-        self._writer = JournalWriter(self._write_batch)
+        self._writer = JournalWriter(self._write_batch, after=self._count_batch)
         self._closed = False
         self.count = 0
 
@@ -440,16 +440,20 @@ class Recorder:
             extra=extra,
         )
 
-    def _write_batch(self, items: list[tuple[int, Interaction]]) -> None:
+    def _write_batch(self, items: list[tuple[int, Interaction]]) -> list[tuple[int, Interaction]]:
         """The writer thread's job: journal ``items`` (one write for the batch; one by one
-        when that fails, so only the interaction at fault is reported), then count them."""
+        when that fails, so only the interaction at fault is reported); returns those written."""
         try:
             if self.journal is None:
                 self.open()
             self.journal.append_many(items)
-            written = items
+            return items
         except Exception:  # noqa: BLE001 - retried one by one below
-            written = [item for item in items if self._write_one(*item)]
+            return [item for item in items if self._write_one(*item)]
+
+    def _count_batch(self, written: list[tuple[int, Interaction]]) -> None:
+        """Count journalled interactions into the summary (after the responses they held
+        back were let go: the summary parses bodies, which no client should wait for)."""
         for _, it in written:
             self.count += 1
             try:
