@@ -5,8 +5,9 @@ Two dictionaries over the loaded cassettes, each mapping a key to a deque of
 
 * ``exact``: method, scheme, host, port, path, normalised query, body fingerprint (and the
   ``--match-header`` values) → identical requests get successive recorded responses;
-* ``by_url``: method, URL and the **stream flag** (:attr:`~.fingerprint.Normalized.stream`),
-  vcrpy's default ``match_on`` made safe: the fallback that serves an unused interaction
+* ``by_url``: method, URL and the **stream flag** (:attr:`~.fingerprint.Normalized.stream`
+  of the live request, False when it does not say; for a recorded request that does not say,
+  whether its recorded response was a stream), vcrpy's default ``match_on`` made safe: the fallback that serves an unused interaction
   with the same method and URL as a *divergence*, never a stream to a request that did not
   ask for one or the reverse.  Among the first :data:`NEAREST_CANDIDATES` unused candidates
   it picks the one whose body is nearest (fewest differing JSON paths, earliest on a tie),
@@ -36,9 +37,9 @@ from .fingerprint import Fingerprinter, Normalized
 from .report import RecordedRef
 
 MatchMode = Literal["default", "exact"]
-NEAREST_CANDIDATES = 25
+NEAREST_CANDIDATES = 200
 #: seconds the fallback may spend comparing candidate bodies on the request path
-CHOOSE_BUDGET_S = 0.01
+CHOOSE_BUDGET_S = 0.02
 #: seconds an explanation computed by :meth:`Index.lookup` itself (explain=True) may take
 INLINE_EXPLAIN_S = 0.05
 
@@ -138,8 +139,7 @@ class Index:
                 e = Entry(len(self.entries), cas, label, i, it, norm, self.fp.redactor.uri(it.request.uri))
                 self.entries.append(e)
                 self._exact.setdefault(norm.key, deque()).append(e)
-                for flag in _flags(norm):
-                    self._by_url.setdefault(norm.fallback_key(flag), deque()).append(e)
+                self._by_url.setdefault(norm.fallback_key(_recorded_flag(e)), deque()).append(e)
                 self._by_endpoint.setdefault(norm.endpoint, []).append(e)
                 self._by_host.setdefault(norm.host, []).append(e)
                 full = _cut_size(it)
@@ -166,11 +166,12 @@ class Index:
         off the request path.
         """
         actual = self.fp.normalize(request)
+        exact = actual.key
         fallback = actual.fallback_key(bool(actual.stream))
         repeat = False
         candidates = 0
         with self._lock:
-            entry = self._pop(self._exact.get(actual.key))
+            entry = self._pop(self._exact.get(exact))
             outcome = "exact"
             if entry is None and self._cut:
                 entry = self._cut_match(request, actual)
@@ -178,15 +179,14 @@ class Index:
                 entry, candidates = self._nearest_unused(self._by_url.get(fallback), actual)
                 outcome = "divergence"
             if entry is None and (self.allow_repeats or actual.optional):
-                entry, outcome = self._last_exact.get(actual.key), "exact"
+                entry, outcome = self._last_exact.get(exact), "exact"
                 if entry is None and self.match == "default":
                     entry, outcome = self._last_url.get(fallback), "divergence"
                 repeat = entry is not None
             if entry is not None:
                 entry.served += 1
                 self._last_exact[entry.norm.key] = entry
-                for flag in _flags(entry.norm):
-                    self._last_url[entry.norm.fallback_key(flag)] = entry
+                self._last_url[entry.norm.fallback_key(_recorded_flag(entry))] = entry
         display = self.fp.redactor.uri(request.uri)
         if entry is None:
             result = Lookup("optional" if actual.optional else "miss", request, actual, display_uri=display)
@@ -252,8 +252,7 @@ class Index:
         body it cannot explain (the reason says so)."""
         try:
             if result.outcome in ("miss", "optional"):
-                with self._lock:
-                    nearest = self._nearest(result.actual, budget)
+                nearest = self._nearest(result.actual, budget)
                 result.nearest = nearest
                 if nearest is not None:
                     self._explain(result, nearest, budget, limit)
@@ -298,8 +297,10 @@ class Index:
 
     def _nearest(self, actual: Normalized, budget: Budget | None) -> Entry | None:
         """The closest recorded request for ``actual``'s endpoint (else host): fewest URL
-        differences, then fewest differing body paths.  Caller holds the lock."""
-        cands = self._by_endpoint.get(actual.endpoint) or self._by_host.get(actual.host) or []
+        differences, then fewest differing body paths.  Takes the lock only to copy the
+        candidates: the comparisons run without it."""
+        with self._lock:
+            cands = list(self._by_endpoint.get(actual.endpoint) or self._by_host.get(actual.host) or [])
         if not cands:
             return None
         same = [e for e in cands if e.norm.method == actual.method] or cands
@@ -342,6 +343,14 @@ def _body_distance(r: Normalized, a: Normalized, stop_at: int | None, budget: Bu
     return distance(r.body_json, a.body_json, stop_at, budget)
 
 
-def _flags(norm: Normalized) -> tuple[bool, ...]:
-    """The stream flag(s) a recorded request is filed under: its own, or both when unknown."""
-    return (norm.stream,) if norm.stream is not None else (False, True)
+STREAM_TYPES = ("text/event-stream", "ndjson", "jsonl", "application/vnd.amazon.eventstream")
+
+
+def _recorded_flag(e: Entry) -> bool:
+    """The stream flag a recorded request is filed under: the request's own (body
+    ``stream`` field, else ``Accept``), else whether the recorded response was a stream."""
+    if e.norm.stream is not None:
+        return e.norm.stream
+    resp = e.interaction.response
+    ctype = (resp.header("content-type") or "").lower() if resp is not None else ""
+    return any(t in ctype for t in STREAM_TYPES)
