@@ -26,11 +26,14 @@ Nothing changes in a test run unless asked:
     ``--disable-recording``); matching is vcrpy-compatible (method, URL and stream flag;
     bodies reported as divergences).  A test not marked ``vcr`` gets no cassette: its
     requests miss.  Each test's misses and divergences are attached to its report
-    ("spoolproxy playback").
+    ("spoolproxy playback").  A test that takes pytest-recording's ``vcr`` fixture gets a
+    vcrpy-Cassette look-alike (:class:`~spoolproxy.replayer.vcrview.CassetteView`): the
+    recorded requests and responses and what the proxy served from them.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -73,6 +76,11 @@ def pytest_configure(config) -> None:
         if getattr(config.option, "allowed_hosts", None) is not None or hasattr(config.option, "block_network"):
             # pytest-recording's --block-network must let the client reach the proxy
             config.option.allowed_hosts = ",".join(filter(None, [config.option.allowed_hosts or "", r"127\.0\.0\.1"]))
+        # real sockets now sit under the project's clients where vcrpy's stubs had none: a
+        # client the project never closes leaves an unclosed socket or asyncio transport,
+        # which a `filterwarnings = error` suite would turn into a failure of a later test
+        for what in ("unclosed transport", "unclosed <socket", "unclosed <ssl.SSLSocket"):
+            config.addinivalue_line("filterwarnings", f"ignore:{what}:ResourceWarning")
         config.pluginmanager.register(VcrLayoutPlayback(config), "spoolproxy-vcr-playback")
 
 
@@ -235,9 +243,15 @@ class VcrLayoutPlayback:
 
         from .errors import SpoolError
 
-        runner = ProxyRunner([Playback(PlaybackSession(PlaybackConfig(cassettes=[])))])
+        # each client connection closes after its response: a project's pooled client must
+        # not carry a connection opened in one test's event loop into the next test
+        runner = ProxyRunner([Playback(PlaybackSession(PlaybackConfig(cassettes=[], close_connections=True)))])
         try:
-            runner.start()
+            # a project's `filterwarnings = error` must not turn the proxy's own start-up
+            # warnings (mitmproxy's dependencies, while it imports them) into errors
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                runner.start()
         except SpoolError as exc:
             raise pytest.UsageError(f"--spoolproxy: {exc}") from None
         self.runner = runner
@@ -273,6 +287,32 @@ class VcrLayoutPlayback:
             control.switch(self.runner.proxy_url, paths)
         yield
 
+    @pytest.fixture
+    def vcr(self, request, _spoolproxy_recording_cassettes):
+        """pytest-recording's ``vcr`` fixture under ``--spoolproxy``: a view of the cassettes
+        the proxy serves to this test, with vcrpy's Cassette API (None when the test is not
+        marked ``vcr`` or has no cassette, as under pytest-recording)."""
+        from .replayer.vcrview import CassetteView
+
+        paths = request.node.stash.get(_LOADED, [])
+        if request.node.get_closest_marker("vcr") is None or not paths:
+            yield None
+            return
+        yield CassetteView(paths, lambda: self._served(request.node))
+
+    def _served(self, item) -> list[tuple[Path, int]]:
+        """``(cassette, interaction)`` pairs served to ``item`` so far: closed segments and
+        the current one."""
+        from .replayer import control
+
+        requests = [*item.stash.get(_SERVED, []), *(control.report(self.runner.proxy_url).get("requests") or [])]
+        out = []
+        for r in requests:
+            ref = r.get("served") if isinstance(r, dict) else None
+            if ref:
+                out.append((Path.cwd() / ref["cassette"], int(ref["interaction"])))
+        return out
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
         from .replayer import control
@@ -281,12 +321,15 @@ class VcrLayoutPlayback:
         # close the segment (setup + call) so its misses go into this test's report; the
         # cassettes stay loaded, with what they served, for teardown
         answer = control.checkpoint(self.runner.proxy_url)
-        lines = _render_segment(answer.get("previous") or {})
+        previous = answer.get("previous") or {}
+        item.stash[_SERVED] = list(previous.get("requests") or [])
+        lines = _render_segment(previous)
         if lines:
             item.add_report_section("call", "spoolproxy playback", "\n".join(lines))
 
 
 _LOADED = pytest.StashKey[list]()
+_SERVED = pytest.StashKey[list]()
 
 
 def _render_segment(previous: dict) -> list[str]:

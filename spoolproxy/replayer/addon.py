@@ -174,6 +174,15 @@ class Playback:
                     pass
             status, headers, body = miss_response(lookup)  # type: ignore[arg-type]
             self._respond(flow, status, headers, body)
+        self._close_after(flow)
+
+    def _close_after(self, flow: http.HTTPFlow) -> None:
+        """Under ``close_connections``: an HTTP/1 client connection closes after this
+        response, so no pooled connection outlives the test (and event loop) that opened it."""
+        s = self.session
+        if s is not None and s.config.close_connections and flow.response is not None \
+                and flow.request.http_version.startswith("HTTP/1"):
+            flow.response.headers["connection"] = "close"
 
     def server_connect(self, data) -> None:
         """Keep connections to the replay server on loopback even under a catch-all
@@ -190,6 +199,7 @@ class Playback:
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if flow.metadata.get(META + ".stream") and flow.response is not None:
             flow.response.stream = True
+            self._close_after(flow)
 
     # -- helpers ------------------------------------------------------------------------
     @staticmethod

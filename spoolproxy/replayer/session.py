@@ -49,6 +49,7 @@ class PlaybackConfig:
     skip_bad: bool = False
     diff_dir: str | None = None  #: --diff-dir: write each divergence's and miss's full detail here
     encode_as_recorded: bool = False  #: --encode-as-recorded: serve bodies with their recorded Content-Encoding
+    close_connections: bool = False  #: close each HTTP/1 client connection after its response (pytest --spoolproxy)
 
 
 def load_cassettes(paths: Iterable[str | Path], *, skip_bad: bool = False, missing_ok: bool = False) -> tuple[list[Cassette], list[str]]:
