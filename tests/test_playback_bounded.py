@@ -186,3 +186,26 @@ def test_excerpts_and_diffs_stay_small_whatever_the_input():
     many = diff_json_bounded({"k": list(range(10_000))}, {"k": list(range(1, 10_001))})
     assert len(many.changes) == 50 and many.cut == "only the first 50 differences are listed"
     assert len(line_diff("\n".join(map(str, range(10_000))), "\n".join(map(str, range(1, 10_001))))) <= 41
+
+
+def test_a_report_keeps_at_most_its_budget_of_differences(tmp_path):
+    from spoolproxy.replayer.report import MAX_REPORT_CHANGES
+    from spoolproxy.replayer.session import PlaybackConfig, PlaybackSession
+
+    recorded = [Interaction(request=chat_req([{"role": "user", "content": f"q{i}"}], extra=list(range(100))),
+                            response=completion(str(i))) for i in range(30)]
+    path = write_cassette(tmp_path, recorded)
+    session = PlaybackSession(PlaybackConfig(cassettes=[path]))
+    for i in range(30):  # 30 divergences, 50 listed differences each: more than one report holds
+        assert session.decide(chat_req([{"role": "user", "content": f"q{i}"}], extra=list(range(1, 101)))).action == "serve"
+    report = session.report()
+    kept = sum(len(r.differences) for r in report.requests)
+    assert report.divergences == 30 and kept == MAX_REPORT_CHANGES
+    assert "differences not listed: this report already holds 1000" in " ".join(report.requests[-1].reasons)
+    assert report.render().count("\n") < 2100
+
+
+def write_cassette(tmp_path, interactions) -> str:
+    p = tmp_path / "many.yaml"
+    save(Cassette(interactions=interactions), p)
+    return str(p)

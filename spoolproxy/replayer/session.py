@@ -178,10 +178,12 @@ class PlaybackSession:
         self.recording_new = self.config.record_mode == "all" or (
             self.config.record_mode == "once" and not any(Path(p).exists() for p in paths)
         )
-        self.index = Index(cassettes, self.fingerprinter, match=self.config.match, allow_repeats=self.config.allow_repeats)
-        self.skipped = skipped
-        self._outcomes: list[RequestOutcome] = []
-        self._names = [str(c.path) for c in cassettes]
+        index = Index(cassettes, self.fingerprinter, match=self.config.match, allow_repeats=self.config.allow_repeats)
+        with self._lock:  # a load may run on a worker thread while requests are decided
+            self.index = index
+            self.skipped = skipped
+            self._outcomes: list[RequestOutcome] = []
+            self._names = [str(c.path) for c in cassettes]
 
     # -- per request -------------------------------------------------------------------
     def is_live_host(self, host: str) -> bool:
