@@ -199,9 +199,10 @@ def _renumber(line: str, offset: int) -> str:
 
 # -- nearest candidate ------------------------------------------------------------------
 def distance(recorded: Any, actual: Any, stop_at: int | None = None, budget: Budget | None = None) -> int:
-    """How many JSON paths differ (an added or removed subtree counts once), counting stops
-    once ``stop_at`` is exceeded or the budget is spent.  Cheap: strings are compared for
-    equality only."""
+    """How many JSON leaf paths differ: a changed scalar counts once, a subtree only one side
+    has (or whose type differs) counts its leaves, so a whole extra message weighs more than
+    a changed temperature.  Counting stops once ``stop_at`` is exceeded or the budget is
+    spent.  Cheap: strings are compared for equality only."""
     count = 0
 
     def walk(r: Any, a: Any) -> bool:  # False: stop
@@ -209,19 +210,39 @@ def distance(recorded: Any, actual: Any, stop_at: int | None = None, budget: Bud
         if stop_at is not None and count > stop_at:
             return False
         if isinstance(r, dict) and isinstance(a, dict):
-            count += len(r.keys() ^ a.keys())
+            for k in r.keys() ^ a.keys():
+                count += _leaves(r[k] if k in r else a[k])
             return all(walk(r[k], a[k]) for k in r if k in a)
         if isinstance(r, list) and isinstance(a, list):
-            count += abs(len(r) - len(a))
+            longer = r if len(r) > len(a) else a
+            for x in longer[min(len(r), len(a)):]:
+                count += _leaves(x)
             if budget is not None and budget.spent():
                 return False
             return all(walk(x, y) for x, y in zip(r, a))
-        if not (type(r) is type(a) and r == a):
-            count += 1
+        if type(r) is type(a) and r == a:
+            return True
+        count += max(_leaves(r), _leaves(a)) if isinstance(r, (dict, list)) or isinstance(a, (dict, list)) else 1
         return True
 
     walk(recorded, actual)
     return count
+
+
+def _leaves(v: Any, cap: int = 1000) -> int:
+    """Scalars in ``v`` (at least 1, at most ``cap``)."""
+    if not isinstance(v, (dict, list)):
+        return 1
+    n, stack = 0, [v]
+    while stack and n < cap:
+        x = stack.pop()
+        if isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+        else:
+            n += 1
+    return max(n, 1)
 
 
 # -- suggestions ------------------------------------------------------------------------

@@ -10,8 +10,9 @@ Two dictionaries over the loaded cassettes, each mapping a key to a deque of
   whether its recorded response was a stream), vcrpy's default ``match_on`` made safe: the fallback that serves an unused interaction
   with the same method and URL as a *divergence*, never a stream to a request that did not
   ask for one or the reverse.  Among the first :data:`NEAREST_CANDIDATES` unused candidates
-  it picks the one whose body is nearest (fewest differing JSON paths, earliest on a tie),
-  so drifted requests in a pooled directory find their own recording.
+  it picks the one whose body is nearest (fewest differing JSON leaf paths; on a tie, one
+  from the cassette served last, else the earliest), so drifted requests in a pooled
+  directory find their own test's recording.
 
 Served entries are removed lazily, so every look-up costs O(1) amortised whatever the
 cassette size (the nearest-body choice looks at a bounded number of candidates within
@@ -126,6 +127,7 @@ class Index:
         self._last_exact: dict[tuple, Entry] = {}
         self._last_url: dict[tuple, Entry] = {}
         self._cut: dict[tuple, deque[Entry]] = {}  # (url_key, full size) -> uploads cut by an early response
+        self._last_cassette: Cassette | None = None  # the cassette of the entry served last
         self._lock = threading.Lock()
         for cas in cassettes:
             self.add(cas)
@@ -185,6 +187,7 @@ class Index:
                 repeat = entry is not None
             if entry is not None:
                 entry.served += 1
+                self._last_cassette = entry.cassette
                 self._last_exact[entry.norm.key] = entry
                 self._last_url[entry.norm.fallback_key(_recorded_flag(entry))] = entry
         display = self.fp.redactor.uri(request.uri)
@@ -201,8 +204,8 @@ class Index:
 
     def _nearest_unused(self, q: deque[Entry] | None, actual: Normalized) -> tuple[Entry | None, int]:
         """The unused entry of ``q`` whose body is nearest to ``actual`` among the first
-        :data:`NEAREST_CANDIDATES` (earliest on a tie), and how many were compared.  Caller
-        holds the lock."""
+        :data:`NEAREST_CANDIDATES` (on a tie: from the cassette served last, else the
+        earliest), and how many were compared.  Caller holds the lock."""
         if not q:
             return None, 0
         while q and q[0].served:
@@ -223,12 +226,14 @@ class Index:
         if len(cands) <= 1 or actual.body_json is None:
             return (cands[0] if cands else None), len(cands)
         budget = Budget(CHOOSE_BUDGET_S)
+        last = self._last_cassette
+        key = lambda e, d: (d, e.cassette is not last)  # noqa: E731 - on a tie, the cassette served last
         best, best_d = cands[0], _body_distance(cands[0].norm, actual, None, budget)
         for e in cands[1:]:
-            if best_d == 0 or budget.spent():
+            if (best_d == 0 and best.cassette is last) or budget.spent():
                 break
             d = _body_distance(e.norm, actual, best_d, budget)
-            if d < best_d:
+            if key(e, d) < key(best, best_d):
                 best, best_d = e, d
         return best, len(cands)
 
