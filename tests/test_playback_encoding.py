@@ -29,7 +29,7 @@ from spoolproxy.cassettes import load
 from spoolproxy.cassettes.model import Interaction, Response
 
 from .test_playback import CHAT, chat_req, client, completion, playback, sse_interaction, write
-from .test_proxy_support import recording, spool_home  # noqa: F401 (fixture)
+from .test_proxy_support import recording
 
 if sys.version_info >= (3, 14):  # pragma: no cover
     from compression import zstd
@@ -45,7 +45,6 @@ def raw(c: httpx.Client, body: bytes) -> tuple[httpx.Headers, bytes]:
         return r.headers, b"".join(r.iter_raw())
 
 
-@pytest.mark.usefixtures("spool_home")
 def test_gzip_recorded_from_the_server_is_served_gzip_only_when_asked(tmp_path, fake_provider):
     path = tmp_path / "gz.yaml"
     body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "say hi"}]}
@@ -143,7 +142,6 @@ def early_413_server():
         srv.close()
 
 
-@pytest.mark.usefixtures("spool_home")
 def test_an_upload_cut_by_an_early_413_is_marked_and_replays_exactly(tmp_path, fake_provider):
     upload = random.Random(6).randbytes(20_000_000)
     path = tmp_path / "upload.yaml"
