@@ -169,7 +169,7 @@ def table(runs: list[Run]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("suite", choices=sorted(SUITES))
-    ap.add_argument("--checkout", required=True, type=Path, help=f"the project checked out at its SUITES commit")
+    ap.add_argument("--checkout", required=True, type=Path, help="the project checked out at its SUITES commit")
     ap.add_argument("--python", required=True, help="python of a venv with its test dependencies and spoolproxy")
     ap.add_argument("--before", help="another spoolproxy source tree to compare with (put first on PYTHONPATH)")
     ap.add_argument("--limit", type=float, default=1800, help="seconds per run before it counts as a freeze")

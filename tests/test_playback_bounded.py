@@ -15,14 +15,13 @@ import base64
 import hashlib
 import json
 import random
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
 from spoolproxy.cassettes import save
-from spoolproxy.cassettes.model import Cassette, Interaction, Request, Response
+from spoolproxy.cassettes.model import Cassette, Interaction, Request
 from spoolproxy.cassettes.storage import side_dir
 from spoolproxy.replayer.diff import VOLATILE, diff_json_bounded, line_diff, suggest
 from spoolproxy.replayer.excerpt import first_difference, looks_opaque, preview

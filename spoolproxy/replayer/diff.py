@@ -219,7 +219,7 @@ def distance(recorded: Any, actual: Any, stop_at: int | None = None, budget: Bud
                 count += _leaves(x)
             if budget is not None and budget.spent():
                 return False
-            return all(walk(x, y) for x, y in zip(r, a))
+            return all(walk(x, y) for x, y in zip(r, a, strict=False))  # the longer tail was counted above
         if type(r) is type(a) and r == a:
             return True
         count += max(_leaves(r), _leaves(a)) if isinstance(r, (dict, list)) or isinstance(a, (dict, list)) else 1
