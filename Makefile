@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo bench bench-quick clean
+.PHONY: install test demo demo-trace bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
+
+demo-trace: $(STAMP)
+	$(BIN)/python examples/trace_fix.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

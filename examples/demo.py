@@ -11,9 +11,14 @@ would type and runs it as a real subprocess, in a scratch project (default ``bui
    after a timeout, a lookup loop), one passes;
 3. ``spoolproxy export-test --confirm``: one regression case per failing run;
 4. ``spoolproxy test``: v1 ``still_fails`` on each;
-5. ship v2 (the fixes) and try it against the live model with the tools replayed, pinning
-   the passing runs (``--pin``);
-6. stop both servers; ``spoolproxy test`` passes offline and writes the baseline.
+5. without touching the code, try a fix for the HTML-502 run: ``spoolproxy fork`` it with a
+   system-prompt patch (``--dry-run`` first), ``spoolproxy diff`` the fork against its
+   parent, ``spoolproxy verify -k 5`` (5 patched forks against 5 unpatched controls, live,
+   plus a past good run) gives a verdict and ``--pin`` saves a passing run; the verified line
+   goes into the agent's prompt, and the case passes offline;
+6. ship v2 (the code fixes) and try it against the live model with the tools replayed,
+   pinning the passing runs (``--pin``);
+7. stop both servers; ``spoolproxy test`` passes offline and writes the baseline.
 
 Usage: ``python examples/demo.py [--workdir DIR] [--write-cassettes]``; exit status 0 when
 every step behaved as described.  ``--write-cassettes`` copies the recorded v1 runs and the
@@ -47,6 +52,14 @@ TASKS = {
     "lost-order": ["Where is my order ORD-1404? It's been two weeks."],
 }
 FAILING = ("lost-order", "refund", "stock-check")
+HTML_RULE = "A tool result that is an HTML page is a failure: tell the customer the service is unavailable."
+HTML_RULE_PATCH = f"""\
+# the verified fix for the stock-check run: one line in the system prompt
+- kind: system_prompt
+  op: append
+  text: "{HTML_RULE}"
+  note: the inventory service answers nginx's HTML 502 page when its backend is down
+"""
 BOLD, DIM, GREEN, RED, RESET = ("\033[1m", "\033[2m", "\033[32m", "\033[31m", "\033[0m") if sys.stdout.isatty() \
     else ("", "", "", "", "")
 
@@ -146,6 +159,7 @@ class Demo:
                  f"scratch project: {self.work}")
         self.say("the support agent, with its bugs, as the project's agent.py")
         self.run(["cp", str(HERE / "agent_v1.py"), "agent.py"], shown=["cp", "examples/agent_v1.py", "agent.py"])
+        shutil.copy(HERE / "agent_v1.py", self.work / "agent-v1.py")  # for the diff in step 5
 
         self.step("1. record the agent (v1) on four customer questions")
         self.say("the four recordings run side by side (one proxy each); their output is shown in order")
@@ -163,14 +177,16 @@ class Demo:
         self.run(["spoolproxy", "test", "--junit", "v1.xml"])
         self.expect(self.work / "v1.xml", {n: "still_fails" for n in FAILING})
 
-        self.step("5. ship the fix (v2) and try it: live model, tools replayed; pin the passing runs")
+        self.prompt_fix()
+
+        self.step("6. ship the code fixes (v2) and try them: live model, tools replayed; pin the passing runs")
         self.say("the fix: see `diff examples/agent_v1.py examples/agent_v2.py`")
         self.run(["cp", str(HERE / "agent_v2.py"), "agent.py"], shown=["cp", "examples/agent_v2.py", "agent.py"])
         self.run(["spoolproxy", "test", "--live", "model.example", *self.routes(shop_too=False), "--pin",
                   "--junit", "v2-live.xml"])
         self.expect(self.work / "v2-live.xml", {n: "passes" for n in FAILING})
 
-        self.step("6. stop both servers: CI runs the suite fully offline")
+        self.step("7. stop both servers: CI runs the suite fully offline")
         self.shop.shutdown()
         self.model.shutdown()
         self.shop.server_close()
@@ -179,6 +195,37 @@ class Demo:
         self.run(["spoolproxy", "test", "--update-baseline", "--junit", "report.xml", "--fail-on", "any"])
         self.expect(self.work / "report.xml", {n: "passes" for n in FAILING})
         self.run(["ls", "spool", "cassettes"])
+
+    def prompt_fix(self) -> None:
+        """Step 5: fork the HTML-502 run with a system-prompt patch, diff, verify, pin, apply."""
+        self.step("5. try a prompt fix without touching the code: fork, diff, verify, pin")
+        self.say("the model took nginx's HTML 502 page for stock data; would one line in the system prompt fix it?")
+        (self.work / "fixes").mkdir()
+        (self.work / "fixes" / "html-rule.yaml").write_text(HTML_RULE_PATCH)
+        self.run(["cat", "fixes/html-rule.yaml"])
+        self.run(["spoolproxy", "fork", "cassettes/stock-check.yaml", "--patch", "fixes/html-rule.yaml", "--dry-run"])
+        self.say("rerun the recorded run with the patch: the model live, the shop's answers replayed from the cassette")
+        self.run(["spoolproxy", "fork", "cassettes/stock-check.yaml", "--patch", "fixes/html-rule.yaml",
+                  *self.routes(shop_too=False), "-o", "cassettes/stock-check.fork.yaml"])
+        self.run(["spoolproxy", "diff", "cassettes/stock-check.fork.yaml"])
+        self.say("one run proves little with a sampling model: 5 patched forks against 5 unpatched controls, "
+                 "plus a past good run that must still pass")
+        verify = self.run(["spoolproxy", "verify", "stock-check", "--patch", "fixes/html-rule.yaml", "-k", "5",
+                           "--regress", "cassettes/order-status.yaml", "--pin", *self.routes(shop_too=False)],
+                          ok=(0, 1))
+        if "pinned: " not in verify.stdout:
+            raise DemoError("verify did not pin a passing patched run")
+        self.say("apply the verified line to the agent's system prompt (the edit a developer commits):")
+        agent = self.work / "agent.py"
+        before = agent.read_text()
+        after = before.replace('citing the tool data.")', 'citing the tool data.\\n"\n          "' + HTML_RULE + '")')
+        if after == before:
+            raise DemoError("could not find the system prompt in agent.py")
+        agent.write_text(after)
+        self.run(["diff", "-u", "agent-v1.py", "agent.py"], ok=(1,),
+                 shown=["diff", "-u", "examples/agent_v1.py", "agent.py"])
+        self.run(["spoolproxy", "test", "--case", "stock-check", "--junit", "prompt-fix.xml"])
+        self.expect(self.work / "prompt-fix.xml", {"stock-check": "passes"})
 
     def write_cassettes(self) -> None:
         target = REPO / "cassettes"
@@ -214,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_cassettes:
         demo.write_cassettes()
     print(f"\n{GREEN}{BOLD}demo complete in {time.monotonic() - t0:.0f} s: 3 failures recorded, exported, "
-          f"fixed and pinned; the offline suite passes.{RESET}")
+          f"a prompt fix forked, diffed and verified, the code fixed and pinned; the offline suite passes.{RESET}")
     return 0
 
 

@@ -7,6 +7,9 @@ Each subsystem owns one table and validates it with its own pydantic model:
     [redact]    extra header names, query parameters and regexes (see cassettes.redact)
     [playback]  ignore_json_paths, normalize, match_headers (see replayer)
     [detect]    thresholds, budgets and extra error patterns (see detectors)
+    [prices]    user prices per model, local hosts (see detectors.pricing)
+    [[checks]]  user checks run on every judged run (see checks)
+    [record]    live budgets and the circuit breaker (see guards.config)
 """
 
 from __future__ import annotations

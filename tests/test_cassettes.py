@@ -15,7 +15,7 @@ from spoolproxy.cassettes import Cassette, Chunk, Interaction, Redactor, Request
 from spoolproxy.cassettes import vcrpy_serializer
 from spoolproxy.cassettes.journal import Journal, journal_path, recover
 from spoolproxy.cassettes.model import CassetteMeta
-from spoolproxy.cassettes.redact import scan_interaction
+from spoolproxy.cassettes.secret_scan import scan_interaction
 from spoolproxy.cassettes.storage import dumps, parse_text
 from spoolproxy.errors import CassetteError
 

@@ -14,7 +14,7 @@ import pytest
         (["record", "--port", "abc"], "--port"),
         (["playback", "--match", "fuzzy", "-c", "x.yaml"], "fuzzy"),
         (["no-such-command"], "No such command"),
-        (["annotate"], "Missing argument"),
+        (["annotate", "--status", "maybe"], "--status"),
         (["detect", "--fail-on", "sometimes", "."], "--fail-on"),
     ],
 )

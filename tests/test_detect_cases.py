@@ -69,7 +69,7 @@ def test_detect_cli_json_lines_over_all_cases(cases_dir, tmp_path):
     lines = [json.loads(x) for x in proc.stdout.splitlines()]
     assert len(lines) == len(CASE_DIRS) == 22
     for doc in lines:
-        assert set(doc) == {"cassette", "verdict", "findings"}
+        assert set(doc) == {"cassette", "verdict", "findings", "cost", "checks"}
         for f in doc["findings"]:
             assert set(f) == {"kind", "severity", "interactions", "message", "evidence"}
             assert all(set(e) == {"interaction", "path", "quote"} for e in f["evidence"])

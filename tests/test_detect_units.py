@@ -28,10 +28,23 @@ def one(report, kind):
     return fs[0]
 
 
-def test_kinds_are_exactly_the_documented_fourteen():
-    assert sorted(KINDS) == sorted(["http_error", "retry_storm", "tool_error_ignored", "html_error_page", "tool_loop",
-                                    "invalid_tool_arguments", "unknown_tool", "truncated_output", "stream_incomplete",
-                                    "empty_output", "refusal", "duplicate_side_effect", "no_final_answer", "budget_exceeded"])
+def test_kinds_are_exactly_the_documented_ones():
+    """KINDS, the docs/detect.md table and the README's list name the same kinds."""
+    import re
+
+    from .conftest import REPO
+
+    doc = (REPO / "docs" / "detect.md").read_text()
+    section = doc[doc.index("## Finding kinds"):]
+    section = section[:section.index("\n## ", 5)]
+    table = re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE)
+    readme = (REPO / "README.md").read_text()
+    listed = re.findall(r"`(\w+)`(?! ?\))", readme[readme.index("Kinds: "):readme.index("An error the agent recovered")])
+    from spoolproxy.checks import KIND as USER_CHECK  # check_failed: a user check, not a built-in detector
+    from spoolproxy.judge.service import OFF_TRACK  # off_track: the opt-in model judge (detect --judge)
+
+    assert sorted([*KINDS, USER_CHECK, OFF_TRACK]) == sorted(table) == sorted(listed)
+    assert {"agent_crashed", "http_error", "stream_incomplete", "budget_exceeded", "tls_rejected"} <= set(KINDS)
 
 
 # -- tool_loop ------------------------------------------------------------------------

@@ -84,7 +84,8 @@ def test_cli_records_curl_returns_its_exit_code_and_prints_summary(tmp_path, spo
     assert '"chat.completion"' in proc.stdout  # curl got the answer
     assert "LLM calls (openai): gpt-4o-mini x1" in proc.stderr and "tokens in" in proc.stderr
     assert "wrote" in proc.stderr and "(1 interaction)" in proc.stderr
-    assert "detect: pass" in proc.stderr  # the detectors' verdict closes the summary
+    # the detectors' verdict closes the summary: the traffic is clean, but CMD exited 3
+    assert "detect: fail, 1 finding" in proc.stderr and "agent_crashed: the recorded command exited with status 3" in proc.stderr
     cas = load(path)
     assert cas.meta.exit_code == 3 and cas.meta.command[:2] == ["sh", "-c"] and cas.meta.cwd == "sub"
     assert cas.meta.record_mode == "all"

@@ -73,7 +73,8 @@ def test_directory_journal_and_side_files(tmp_path):
     # a side body file holding a key
     side = d / "big.yaml.bodies"
     side.mkdir()
-    (side / "0-response.bin").write_bytes(b"x" * 100 + GITHUB_TOKEN.encode() + b"y" * 100)
+    # a token on its own (glued to letters it would be indistinguishable from base64 text)
+    (side / "0-response.bin").write_bytes(b"x" * 100 + b" " + GITHUB_TOKEN.encode() + b"\n" + b"y" * 100)
     big = interaction()
     big.response = big.response.model_copy(update={"body": b"", "body_ref": BodyRef(size=238, sha256="", file="big.yaml.bodies/0-response.bin")})
     save(Cassette(interactions=[big]), d / "big.yaml")
@@ -152,6 +153,25 @@ def test_other_yaml_in_a_directory_is_scanned_as_text(tmp_path):
     (tmp_path / "settings.json").write_text(json.dumps({"openai": OPENAI_KEY}))
     r = spool("scan", str(tmp_path))
     assert r.returncode == 1 and f"{tmp_path / 'settings.json'}: text: openai-key" in r.stdout
-    # named explicitly (as a pre-commit hook passes suite cases and baselines): text too
-    assert spool("scan", str(tmp_path / "ci.yml")).returncode == 0
-    assert spool("scan", str(tmp_path / "settings.json")).returncode == 1
+    # named explicitly, a file that is not a cassette is refused with the loader's one line
+    # (a clean exit would claim a cassette was checked), unless asked to scan it as text
+    for name in ("ci.yml", "settings.json"):
+        r = spool("scan", str(tmp_path / name))
+        assert r.returncode == 2 and r.stdout == ""
+        [line] = r.stderr.splitlines()
+        assert line == (f"spoolproxy: error: {tmp_path / name}: not a cassette: no 'interactions' key; "
+                        "pass --text to scan it as plain text")
+    assert spool("scan", "--text", str(tmp_path / "ci.yml")).returncode == 0
+    r = spool("scan", "--text", str(tmp_path / "settings.json"))
+    assert r.returncode == 1 and f"{tmp_path / 'settings.json'}: text: openai-key" in r.stdout
+
+
+def test_unreadable_file_is_refused_unless_scanned_as_text(tmp_path):
+    log = tmp_path / "agent.log"
+    log.write_bytes(b"starting\nusing key " + OPENAI_KEY.encode() + b"\n\xff\xfe binary tail\n")
+    r = spool("scan", str(log))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    [line] = r.stderr.splitlines()
+    assert line.startswith(f"spoolproxy: error: {log}: ") and line.endswith("pass --text to scan it as plain text")
+    r = spool("scan", "--text", str(log))
+    assert r.returncode == 1 and f"{log}: text: openai-key" in r.stdout and OPENAI_KEY not in r.stdout

@@ -235,10 +235,10 @@ def test_junit_xml_structure() -> None:
     assert cases["later"].find("skipped").get("message") == "status: pending"
 
 
-def test_export_dedup_keeps_one_case_per_signature(project: Path) -> None:
+def test_export_dedup_keeps_one_case_per_cluster(project: Path) -> None:
     shutil.copy(project / "cassettes" / "refund.yaml", project / "cassettes" / "refund-again.yaml")
     r = spoolproxy("export-test", "cassettes/refund.yaml", "cassettes/refund-again.yaml", "cassettes/stock-check.yaml",
                    "--dedup", cwd=project)
     assert r.returncode == 0, r.stderr
-    assert "refund-again.yaml: skipped: same failure signature as case refund (--dedup)" in r.stdout
+    assert "refund-again.yaml: skipped: same root cause as cassettes/refund.yaml (cluster c" in r.stdout
     assert sorted(p.name for p in (project / "spool").glob("*.yaml")) == ["refund.yaml", "stock-check.yaml"]

@@ -75,3 +75,19 @@ def test_pre_commit_filter_takes_cassettes_not_suite_files() -> None:
         for path in ("spool/refund.yaml", "spool/baseline.json", "examples/spool/stock-check.yaml",
                      "spool/.runs/refund/20260101T000000Z.yaml", "spoolproxy.toml", "cassettes/README.md"):
             assert not re.search(rx, path), (rx, path)
+
+
+def test_workflow_writes_and_uploads_the_dashboard(tmp_path: Path) -> None:
+    """The dashboard step's command, run on the example suite, writes the page it uploads."""
+    wf = yaml.safe_load((CI / "regression.yml").read_text())
+    steps = wf["jobs"]["spoolproxy-test"]["steps"]
+    dash = next(s for s in steps if s.get("name") == "spoolproxy dashboard")
+    upload = next(s for s in steps if s.get("name") == "Upload the dashboard")
+    assert dash["if"] == upload["if"] == "always()" and upload["with"]["path"] == "spoolproxy-dashboard/"
+    argv = dash["run"].split()
+    assert argv[:3] == ["spoolproxy", "dashboard", "spool"]
+    argv[argv.index("-o") + 1] = str(tmp_path / "spoolproxy-dashboard" / "index.html")
+    argv[2] = str(REPO / "examples" / "spool")
+    r = subprocess.run([sys.executable, "-m", "spoolproxy", *argv[1:]], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "spoolproxy-dashboard" / "index.html").stat().st_size > 5000

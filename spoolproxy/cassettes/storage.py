@@ -133,9 +133,16 @@ def dumps(cas: Cassette, *, plain: bool = False) -> str:
 
 
 def atomic_write(path: str | Path, data: bytes | str, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` atomically (same-directory temp file, fsync, rename)."""
+    """Write ``data`` to ``path`` atomically (same-directory temp file, fsync, rename).
+
+    A path that exists and is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO)
+    is written through instead: renaming over it would replace the device itself."""
     p = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    if p.exists() and not p.is_file() and not p.is_dir():
+        with open(p, "wb") as fh:
+            fh.write(raw)
+        return
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
         with os.fdopen(fd, "wb") as fh:

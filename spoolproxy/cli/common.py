@@ -33,12 +33,26 @@ from typing import Any, Callable, Mapping
 import click
 
 from ..errors import UsageError
-from ..proxy.child import check_command, child_env, export_lines, reverse_env, run_child
+from ..proxy.child import ChildEnd, check_command, child_env, export_lines, reverse_env, run_child_watched
 from ..proxy.runner import ProxyRunner
 
 #: context settings for commands taking ``-- CMD [ARGS...]``: everything after the first
 #: positional argument belongs to CMD.
 COMMAND_CONTEXT = {"ignore_unknown_options": True, "allow_interspersed_args": False, "help_option_names": ["-h", "--help"]}
+
+#: ``ctx.meta`` key: the command line held a ``--`` separator (see :class:`CommandWithCmd`)
+SEPARATOR_SEEN = "spoolproxy.separator_seen"
+
+
+class CommandWithCmd(click.Command):
+    """A command taking ``[-- CMD [ARGS]...]`` (use with ``cls=``).  click drops the ``--``
+    itself, so this notes that one was given: ``spoolproxy record --`` with nothing after it
+    (an empty ``$CMD`` in a CI script) is then a usage error, not standalone mode, which
+    would wait for Ctrl-C forever."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[SEPARATOR_SEEN] = "--" in args
+        return super().parse_args(ctx, args)
 
 _PROXY_KEYS = (
     "port", "listen_host", "reverse", "connect_to", "upstream_ca", "insecure_upstream",
@@ -108,6 +122,10 @@ def proxy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             cmd = cmd[1:]
         elif cmd and cmd[0].startswith("-") and cmd[0] != "-":
             raise UsageError(unknown_option_message(cmd[0], _option_names()))
+        ctx = click.get_current_context(silent=True)
+        if not cmd and ctx is not None and ctx.meta.get(SEPARATOR_SEEN):
+            raise UsageError("'--' is followed by no command: put CMD after it (e.g. -- python agent.py), "
+                             "or leave '--' out to run standalone")
         if picked["port"] is not None and not 0 <= picked["port"] < 65536:
             raise UsageError(f"--port {picked['port']} is out of range 0-65535")
         settings = ProxySettings(
@@ -248,11 +266,19 @@ def run_session(
     echo: Callable[[str], None] | None = None,
     env_base: Mapping[str, str] | None = None,
     stop_note: str = "write the cassette",
+    stderr_tail: int = 0,
+    timeout_s: float | None = None,
+    on_end: Callable[[ChildEnd], None] | None = None,
+    isolation=None,
 ) -> int | None:
     """Start ``runner``, then run ``settings.command`` through it and return its exit
     status; without a command print the ``export`` lines and wait for SIGINT/SIGTERM
-    (returns None; ``stop_note`` says what stopping does).  The proxy is stopped in every case.  SIGTERM during start-up still
-    stops cleanly.  Raises SpoolError (port in use: exit 2; CMD not found: 127)."""
+    (returns None; ``stop_note`` says what stopping does).  The proxy is stopped in every
+    case.  SIGTERM during start-up still stops cleanly.  ``stderr_tail``, ``timeout_s``: see
+    :func:`~spoolproxy.proxy.child.run_child_watched`; ``on_end`` gets how CMD ended (before
+    the proxy stops).  ``isolation``: an :class:`~spoolproxy.proxy.isolate.Isolation` to run
+    CMD in (its relays are set to the proxy's addresses here; read its ``attempts``
+    afterwards).  Raises SpoolError (port in use: exit 2; CMD not found: 127)."""
     say = echo or (lambda s: click.echo(s, err=True))
     if settings.command:
         check_command(settings.command, env_base)  # CMD not found: refuse before starting
@@ -275,7 +301,13 @@ def run_session(
         if settings.command:
             if not settings.quiet:
                 say(f"spoolproxy: {banner.lower()} via {runner.proxy_url}{_reverse_note(runner)}")
-            return run_child(settings.command, env)
+            if isolation is not None:
+                end = _run_isolated(settings.command, env, runner, isolation, stderr_tail, timeout_s)
+            else:
+                end = run_child_watched(settings.command, env, stderr_tail=stderr_tail, timeout_s=timeout_s)
+            if on_end is not None:
+                on_end(end)
+            return end.code
         click.echo(f"# spoolproxy: {banner.lower()} via {runner.proxy_url}; paste into another shell:")
         for line in export_lines(env, env_base if env_base is not None else os.environ):
             click.echo(line)
@@ -283,6 +315,25 @@ def run_session(
         return None
     finally:
         runner.stop()
+
+
+def _run_isolated(command, env, runner: ProxyRunner, isolation, stderr_tail: int = 0,
+                  timeout_s: float | None = None) -> ChildEnd:
+    """Run CMD in ``isolation`` with the proxy (and reverse proxies) reachable inside."""
+    from ..errors import SpoolError
+
+    host = runner.connect_host
+    isolation.relays = [(host, runner.port), *((host, p) for p in runner.reverse_ports.values())]
+    with isolation:
+        try:
+            return run_child_watched(command, env, preexec=isolation.preexec, stderr_tail=stderr_tail,
+                                     timeout_s=timeout_s)
+        except SpoolError as exc:
+            why = isolation.failure()
+            if why:
+                raise SpoolError(f"cannot isolate {command[0]}'s network: {why}; "
+                                 "run without --isolate", exit_code=exc.exit_code) from None
+            raise
 
 
 def _reverse_note(runner: ProxyRunner) -> str:

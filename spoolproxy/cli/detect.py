@@ -12,9 +12,25 @@ Output: a table of findings per cassette, or with ``--json`` one JSON object per
 per line (JSON Lines)::
 
     {"cassette": "...", "verdict": "pass"|"fail", "findings": [{"kind", "severity",
-     "interactions": [0-based], "message", "evidence": [{"interaction", "path", "quote"}]}]}
+     "interactions": [0-based], "message", "evidence": [{"interaction", "path", "quote"}]}],
+     "cost": {"usd", "calls", "unpriced_models", "sources", "prices_as_of"},
+     "checks": [{"name", "status", "severity", "message", "interactions", "duration_ms", "exit_code"}]}
+
+The project's ``[[checks]]`` (user checks, :mod:`spoolproxy.checks`) run on every cassette;
+one that fails, crashes or times out is a ``check_failed`` finding at its severity.
+
+``--judge`` adds the model judge's opinion (:mod:`spoolproxy.judge`, the same call and
+cache as ``spoolproxy diagnose``): an ``off_track`` finding, ``error`` only when the judge
+names a failure whose verbatim evidence checks out, ``warn`` when it claims one whose
+evidence does not, none when it finds no failure.  The judge's own files beside a run
+(``<stem>.diagnosis.json``, ``<stem>.fix-N.yaml``) are skipped without a warning.
 
 ``--jobs N`` loads and analyzes cassettes in N worker processes (output order unchanged).
+PATH may also be a store URL (``s3://bucket/prefix``, every cassette under it) or a
+``*.parquet`` findings table; ``--engine dask`` fans the work out per batch of cassettes on
+a Dask cluster (``--scheduler ADDRESS``, else a local cluster of ``--workers`` processes),
+and ``--parquet OUT`` also writes one row per run (see :mod:`spoolproxy.scale`).  Output
+and exit status are the same whatever the engine.
 Exit status: 0, or 1 with ``--fail-on LEVEL`` when any finding is at LEVEL or above;
 2 for bad usage, a missing path or a corrupt cassette (2 wins over 1).  Thresholds and budgets come from ``[detect]`` in
 spoolproxy.toml (``--config`` to name the file).
@@ -23,12 +39,15 @@ spoolproxy.toml (``--config`` to name the file).
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import click
 
 from ..cassettes.storage import iter_paths, load
 from ..errors import CassetteError
+from .judge_options import judge_options, judge_options_from
+from .scale_options import scale_options
 
 LEVELS = ("info", "warn", "error", "critical")
 STYLE = {"info": "dim", "warn": "yellow", "error": "bold red", "critical": "bold white on red"}
@@ -36,6 +55,8 @@ STYLE = {"info": "dim", "warn": "yellow", "error": "bold red", "critical": "bold
 
 #: the loader's problem text for a mapping without ``interactions``: "not a cassette", not corrupt
 NOT_A_CASSETTE = "not a cassette: no 'interactions' key"
+#: files the judge and verify write beside a run: skipped without a warning
+SIDE_FILE = re.compile(r"\.(diagnosis|verify)\.json$|\.fix-\d+\.yaml$")
 
 
 def is_not_a_cassette(exc: CassetteError) -> bool:
@@ -56,6 +77,8 @@ def _one(path: str, cfg) -> tuple[str, str | None, dict | None, int]:
         cas = load(path)
     except CassetteError as exc:
         if is_not_a_cassette(exc):
+            if SIDE_FILE.search(str(path)):
+                return path, "quiet:", None, 0
             return path, f"skip:spoolproxy: warning: skipped {exc}", None, 0
         return path, f"error:{exc}", None, 0
     report = analyze(cas, cfg)
@@ -74,6 +97,20 @@ def _results(files: list[str], cfg, jobs: int):
         yield from pool.map(_one, files, [cfg] * len(files), chunksize=max(1, len(files) // (jobs * 8)))
 
 
+def _scale_results(paths, cfg, jobs: int, scale):
+    """``_results`` through :mod:`spoolproxy.scale` (store URLs, ``--engine dask``,
+    ``--parquet``): the same ``(path, problem, doc, interactions)`` tuples, in path order."""
+    from ..scale.rows import ERROR, SKIP, detect_doc
+
+    for row in scale.rows(paths, cfg, jobs=jobs):
+        if row["verdict"] == SKIP:
+            yield row["cassette"], f"skip:spoolproxy: warning: skipped {row['error']}", None, 0
+        elif row["verdict"] == ERROR:
+            yield row["cassette"], f"error:{row['error']}", None, 0
+        else:
+            yield row["cassette"], None, detect_doc(row), row["interactions"]
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines, one object per cassette.")
@@ -87,16 +124,36 @@ def _results(files: list[str], cfg, jobs: int):
               help="spoolproxy.toml to read [detect] from (default: the usual lookup).")
 @click.option("--skip-bad", is_flag=True,
               help="Skip corrupt cassettes with a warning instead of exiting 2 at the end.")
+@scale_options
+@click.option("--judge", is_flag=True,
+              help="Also ask the model judge (--model ...): an off_track finding, error-level only when its "
+                   "evidence checks out.")
+@judge_options
 def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_severity: str, jobs: int,
-            config_path: str | None, skip_bad: bool) -> None:
-    """Flag failing agent runs in cassettes (files or directories), with evidence."""
+            config_path: str | None, skip_bad: bool, scale, judge: bool, judge_flags: dict) -> None:
+    """Flag failing agent runs in cassettes (files, directories, store URLs), with evidence."""
     import os
 
     from ..detectors import SEVERITY_RANK, Report, load_detect_config
 
     cfg = load_detect_config(config_path)
-    files = [str(f) for f in iter_paths(paths)]
+    judge_opts = None
+    if judge:
+        judge_opts = judge_options_from(judge_flags, config_path)
+    elif judge_flags["model"] or judge_flags["offline"] or judge_flags["replay_judge"]:
+        from ..errors import UsageError
+
+        raise UsageError("--model / --offline / --replay-judge configure the judge: add --judge")
     jobs = jobs or (os.cpu_count() or 1)
+    if judge_opts is not None and scale.wanted(paths):
+        raise click.UsageError("--judge reads local cassettes (its results are stored beside each run); "
+                               "drop --judge for a store or a Dask engine")
+    if scale.wanted(paths):
+        if scale.engine != "local" and jobs > 1:
+            raise click.UsageError("--jobs is for the local engine; size a Dask cluster with --workers")
+        results = _scale_results(paths, cfg, jobs, scale)
+    else:
+        results = _results([str(f) for f in iter_paths(paths)], cfg, jobs)
     console = None
     if not as_json:
         from rich.console import Console
@@ -104,9 +161,11 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
         console = Console(highlight=False, soft_wrap=True)
     worst = -1
     counts = {"pass": 0, "fail": 0, "skipped": 0, "corrupt": 0}
-    for path, problem, doc, n in _results(files, cfg, jobs):
+    for path, problem, doc, n in results:
         if problem is not None:
             kind, _, text = problem.partition(":")
+            if kind == "quiet":
+                continue
             if kind == "skip" or skip_bad:
                 click.echo(text if kind == "skip" else f"spoolproxy: warning: skipped corrupt cassette {text}", err=True)
                 counts["skipped"] += 1
@@ -116,6 +175,8 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
             if as_json:
                 sys.stdout.write(json.dumps({"cassette": path, "verdict": "error", "error": text}, ensure_ascii=False) + "\n")
             continue
+        if judge_opts is not None:
+            doc = _judged(path, doc, judge_opts, cfg)
         counts[doc["verdict"]] += 1
         for finding in doc["findings"]:
             worst = max(worst, SEVERITY_RANK[finding["severity"]])
@@ -128,7 +189,7 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
                       f"[green]{counts['pass']} pass[/]"
                       + (f", [bold red]{counts['corrupt']} corrupt[/]" if counts["corrupt"] else "")
                       + (f", {counts['skipped']} skipped" if counts["skipped"] else ""))
-    for hint in _journal_hints(paths):
+    for hint in _journal_hints([p for p in paths if "://" not in p]):
         click.echo(hint, err=True)
     if counts["corrupt"]:
         click.echo(f"spoolproxy: error: {counts['corrupt']} corrupt cassette{'s' if counts['corrupt'] != 1 else ''}; "
@@ -136,6 +197,19 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
         raise SystemExit(2)
     if fail_on is not None and worst >= SEVERITY_RANK[fail_on]:
         raise SystemExit(1)
+
+
+def _judged(path: str, doc: dict, opts, cfg) -> dict:
+    """``doc`` with the judge's ``off_track`` finding added (and the verdict redone)."""
+    from ..detectors import SEVERITY_RANK
+    from ..judge.service import diagnose, off_track
+
+    finding = off_track(diagnose(path, opts, cfg))
+    if finding is not None:
+        doc["findings"].append(finding.model_dump(mode="json"))
+        if SEVERITY_RANK[finding.severity] >= SEVERITY_RANK["error"]:
+            doc["verdict"] = "fail"
+    return doc
 
 
 def _journal_hints(paths) -> list[str]:
@@ -176,10 +250,16 @@ def _print_report(console, report, min_rank: int, n: int) -> None:
     from rich.table import Table
 
     from ..detectors import SEVERITY_RANK
+    from ..detectors.evidence import evidence_text
 
     verdict = "[bold red]FAIL[/]" if report.verdict == "fail" else "[green]pass[/]"
     shown = [f for f in report.findings if SEVERITY_RANK[f.severity] >= min_rank]
-    console.print(f"{verdict} {escape(report.cassette or '')} [dim]({n} interactions, {len(report.findings)} findings)[/]")
+    cost = ""
+    if report.cost is not None and report.cost.calls:
+        from .show import usd
+
+        cost = f", cost {usd(report.cost.usd)}"
+    console.print(f"{verdict} {escape(report.cassette or '')} [dim]({n} interactions, {len(report.findings)} findings{cost})[/]")
     if not shown:
         return
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=True)
@@ -190,7 +270,8 @@ def _print_report(console, report, min_rank: int, n: int) -> None:
     for f in shown:
         lines = [escape(f.message)]
         for e in f.evidence:
-            lines.append(f"[dim]#{e.interaction} {escape(e.path)}:[/] [cyan]{escape(repr(e.quote)[1:-1][:160])}[/]")
+            where, quote = evidence_text(e, 160)
+            lines.append(f"[dim]{where} {escape(e.path)}:[/] [cyan]{escape(quote)}[/]")
         table.add_row(f"[{STYLE[f.severity]}]{f.severity}[/]", f.kind, ranges(f.interactions), "\n".join(lines))
     console.print(table)
     console.print()

@@ -1,4 +1,4 @@
-"""``spoolproxy export CASSETTE --format vcrpy|spoolproxy [-o OUT]``: rewrite a cassette.
+"""``spoolproxy export CASSETTE --format vcrpy|spoolproxy|otel [-o OUT]``: rewrite a cassette.
 
 * ``--format vcrpy`` writes vcrpy's plain layout (string bodies, no ``parsed_body``, no
   spoolproxy extensions, interactions without a response dropped) that stock vcrpy and
@@ -7,13 +7,18 @@
 * ``--format spoolproxy`` normalises any cassette spoolproxy reads (plain vcrpy,
   pytest-recording, pydantic-ai's ``parsed_body``) into format v1; side files are copied
   next to OUT when it lives elsewhere.
+* ``--format otel`` writes the run as OpenTelemetry GenAI spans in OTLP JSON (a root
+  ``invoke_agent`` span, one span per model call and per tool call, see
+  :mod:`spoolproxy.interop.otel_export`); ``--capture-content`` adds the messages, tool
+  arguments and results, which ``spoolproxy import`` needs to read the run back.
 
-Both apply redaction (defaults plus ``[redact]`` in spoolproxy.toml) before writing.
+All apply redaction (defaults plus ``[redact]`` in spoolproxy.toml) before writing.
 OUT ``-`` (the default) writes to stdout; the file is written atomically otherwise.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -24,7 +29,7 @@ from ..cassettes.model import Cassette
 from ..cassettes.redact import Redactor
 from ..cassettes.storage import dumps, load, read_body, save
 from ..config import section
-from ..errors import CassetteError
+from ..errors import CassetteError, UsageError
 
 
 def inline_side_bodies(cas: Cassette) -> Cassette:
@@ -58,14 +63,23 @@ def copy_side_files(cas: Cassette, out: Path) -> None:
 
 @click.command("export")
 @click.argument("cassette", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["vcrpy", "spoolproxy"]), default="vcrpy", show_default=True,
-              help="vcrpy: plain vcrpy layout; spoolproxy: normalise into format v1.")
+@click.option("--format", "fmt", type=click.Choice(["vcrpy", "spoolproxy", "otel"]), default="vcrpy", show_default=True,
+              help="vcrpy: plain vcrpy layout; spoolproxy: normalise into format v1; "
+              "otel: OpenTelemetry GenAI spans as OTLP JSON.")
+@click.option("--capture-content", is_flag=True,
+              help="otel: include messages, tool arguments and tool results (gen_ai.input.messages ...).")
 @click.option("-o", "--output", "out", default="-", show_default=True, metavar="OUT",
-              help="Output file (.yaml, or .json for JSON); '-' for stdout.")
-def command(cassette: Path, fmt: str, out: str) -> None:
+              help="Output file (.yaml, or .json for JSON; OTLP is always JSON); '-' for stdout.")
+def command(cassette: Path, fmt: str, capture_content: bool, out: str) -> None:
     """Write CASSETTE in another layout, with redaction applied."""
+    if capture_content and fmt != "otel":
+        raise UsageError("--capture-content applies to --format otel only")
     cas = load(cassette)
     red = Redactor.from_config(section("redact"))
+    red.learn_env(os.environ)  # this shell's *_API_KEY/*_TOKEN/*_SECRET values, wherever they appear
+    if fmt == "otel":
+        _export_otel(red.cassette(inline_side_bodies(cas)), capture_content, out)
+        return
     plain = fmt == "vcrpy"
     if plain:
         cas = inline_side_bodies(cas)
@@ -87,3 +101,27 @@ def command(cassette: Path, fmt: str, out: str) -> None:
         n = len(cas.interactions) - len(kept)
         note = f"; left out {n} without a response (connection errors), which vcrpy cannot represent"
     click.echo(f"spoolproxy export: wrote {len(kept)} interactions to {target} ({fmt} layout){note}", err=True)
+
+
+def _export_otel(cas: Cassette, capture_content: bool, out: str) -> None:
+    """Write ``cas`` (redacted) as OTLP JSON to ``out`` ('-': stdout)."""
+    import json
+
+    from ..cassettes.storage import atomic_write
+    from ..detectors import load_detect_config
+    from ..interop.otel_export import export_otlp
+
+    doc = export_otlp(cas, capture_content=capture_content, config=load_detect_config())
+    text = json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+    if out == "-":
+        sys.stdout.write(text)
+        return
+    target = Path(out)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, text)
+    except OSError as exc:
+        raise CassetteError(target, f"cannot write: {exc.strerror}; choose a writable -o/--output path") from None
+    n = len(doc["resourceSpans"][0]["scopeSpans"][0]["spans"])
+    click.echo(f"spoolproxy export: wrote {n} spans of 1 trace to {target} (OTLP JSON"
+               f"{', with message content' if capture_content else ''})", err=True)

@@ -12,10 +12,15 @@ with a warning, or any recorded interaction went unused (CMD's own non-zero stat
 
 Options may also come from the ``[playback]`` table of spoolproxy.toml
 (:class:`PlaybackTable`); command-line values are added to list options and override others.
+
+``--isolate`` runs CMD in a network namespace where only the proxy is reachable
+(:mod:`spoolproxy.proxy.isolate`); what a client tried to reach around the proxy is added to
+the report as misses (:mod:`spoolproxy.replayer.blocked`).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -23,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .. import config
 from ..errors import SpoolError, UsageError
-from .common import COMMAND_CONTEXT, ProxySettings, proxy_options, run_session
+from .common import COMMAND_CONTEXT, CommandWithCmd, ProxySettings, proxy_options, run_session
+from .guard_options import guard_options, make_guard
 
 STRICT_EXIT = 3
 
@@ -47,6 +53,7 @@ class PlaybackTable(BaseModel):
     encode_as_recorded: bool | None = None
     sdk_rules: bool | None = None
     disable_rules: list[str] = []
+    isolate: bool | None = None
 
 
 def _table(path) -> PlaybackTable:
@@ -58,8 +65,10 @@ def _table(path) -> PlaybackTable:
         raise UsageError(f"config [playback] {where}: {err['msg']}") from None
 
 
-@click.command(context_settings=COMMAND_CONTEXT, short_help="Serve cassettes to a command, offline, with explained misses.")
+@click.command(cls=CommandWithCmd, context_settings=COMMAND_CONTEXT,
+               short_help="Serve cassettes to a command, offline, with explained misses.")
 @proxy_options
+@guard_options
 @click.option("--cassette", "-c", "cassettes", multiple=True, type=click.Path(), metavar="PATH",
               help="Cassette file or directory of cassettes to serve (repeatable).")
 @click.option("--match", type=click.Choice(["default", "exact"]), default=None,
@@ -87,9 +96,12 @@ def _table(path) -> PlaybackTable:
               "see docs/playback.md).  [default: on]")
 @click.option("--disable-rule", multiple=True, metavar="NAME", help="Turn off one built-in SDK rule (repeatable).")
 @click.option("--skip-bad", is_flag=True, help="Skip corrupt cassettes in a directory instead of refusing to start.")
+@click.option("--isolate", is_flag=True, default=None,
+              help="Run CMD in a network namespace where the proxy is the only reachable endpoint (Linux): a client "
+              "that ignores the proxy variables fails at once and the summary names the host it tried.")
 def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignore_json_path, normalize,
             match_header, realtime, record_mode, live, report_path, diff_dir, encode_as_recorded, sdk_rules,
-            disable_rule, skip_bad) -> None:
+            disable_rule, skip_bad, isolate, guard_flags) -> None:
     """Serve cassettes so CMD re-runs offline; every miss and divergence is explained.
 
     \b
@@ -97,16 +109,23 @@ def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignor
       spoolproxy playback -c cassettes/ --strict -- pytest -x
       spoolproxy playback -c run.yaml --normalize '\\d{4}-\\d{2}-\\d{2}' -- python agent.py
       spoolproxy playback -c run.yaml --live 'api.openai.com' -- python agent.py
+      spoolproxy playback -c run.yaml --live 'api.openai.com' --max-cost 0.20 --circuit-breaker -- python agent.py
+      spoolproxy playback -c cassettes/ --isolate -- node agent.js   # no silent network
       spoolproxy playback -c cassettes/          # standalone: prints export lines
+
+    Budgets (--max-...) and --circuit-breaker apply to the live traffic (--live hosts,
+    new_episodes); served interactions cost nothing.  A recorded circuit-breaker refusal is
+    served like any response, and stops later live model requests too.
     """
     serve(proxy, cassettes, match, strict, allow_repeats, ignore_json_path, normalize, match_header, realtime,
-          record_mode, live, report_path, skip_bad, diff_dir=diff_dir, encode_as_recorded=encode_as_recorded,
-          sdk_rules=sdk_rules, disable_rule=disable_rule)
+          record_mode, live, report_path, skip_bad, isolate, guard_flags, diff_dir=diff_dir,
+          encode_as_recorded=encode_as_recorded, sdk_rules=sdk_rules, disable_rule=disable_rule)
 
 
 def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_repeats=None, ignore_json_path=(),
           normalize=(), match_header=(), realtime=None, record_mode=None, live=(), report_path=None,
-          skip_bad=False, *, diff_dir=None, encode_as_recorded=None, sdk_rules=None, disable_rule=()) -> None:
+          skip_bad=False, isolate=None, guard_flags=None, *, diff_dir=None, encode_as_recorded=None, sdk_rules=None,
+          disable_rule=()) -> None:
     """Run playback with these settings (the body of ``spoolproxy playback``; ``record
     --record-mode once|new_episodes|none`` calls it too).  Exits through SystemExit with
     the status :func:`exit_status` picks (CMD's non-zero status wins over STRICT_EXIT)."""
@@ -121,6 +140,7 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
         raise UsageError("give at least one --cassette PATH (a cassette file or a directory of cassettes)")
     redact_table = config.section("redact", proxy.config)
     redactor = Redactor.from_config(redact_table)
+    redactor.learn_env(os.environ)  # the child's *_API_KEY/*_TOKEN/*_SECRET: never in a report or recording
     cfg = PlaybackConfig(
         cassettes=paths,
         match=match or t.match or "default",  # type: ignore[arg-type]
@@ -153,11 +173,24 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
     from ..replayer.addon import Playback  # imports mitmproxy: only once the cassettes are good
 
     addons: list[object] = [Playback(session)]
-    recorder = None
+    recorder = guard = None
     if cfg.live or mode in ("new_episodes", "all") or session.recording_new:
         recorder = _live_recorder(paths, cfg, session, redactor)
+        guard, guard_addon = make_guard(guard_flags or {}, proxy.config, live_only=True)
+        if guard_addon is not None:  # after playback (which marks live flows), before the live recorder
+            addons.append(guard_addon)
+            recorder.recorder.observers.append(guard_addon.observe)
         addons.append(recorder)
+    elif guard_flags and any(v is not None for v in guard_flags.values()):
+        say("spoolproxy: note: budgets and --circuit-breaker apply to live traffic; nothing is live here (use --live)")
     runner = proxy.make_runner(addons, options={"connection_strategy": "lazy", "upstream_cert": False})
+    isolation = _isolation(bool(isolate if isolate is not None else t.isolate), proxy)
+    if isolation is None and proxy.command:
+        from ..proxy.bypass import bypass_warnings
+
+        for line in bypass_warnings(proxy.command, reverse=bool(proxy.reverse)):
+            click.echo(f"spoolproxy: warning: {line}; in playback such requests may reach the real network "
+                       "(--isolate makes them fail instead)", err=True)
     n = len(session.index)
     say(f"spoolproxy: serving {n} interaction{'s' if n != 1 else ''} from {len(session._names)} cassette(s)")
     code: int | None = None
@@ -166,16 +199,17 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
             proxy, runner, banner="Playback",
             stop_note="write the recording into the cassette and print the playback report"
             if recorder is not None else "print the playback report (playback writes no cassette)",
+            isolation=isolation,
         )
     except SpoolError:
         if not _started(runner):  # port in use etc.: just the one error line
             raise
-        _finish(recorder, runner, code, session, cfg, report_path, proxy, say)
+        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation, guard)
         raise
     except BaseException:
-        _finish(recorder, runner, code, session, cfg, report_path, proxy, say)
+        _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation, guard)
         raise
-    report = _finish(recorder, runner, code, session, cfg, report_path, proxy, say)
+    report = _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation, guard)
     raise SystemExit(exit_status(code, strict, report, say))
 
 
@@ -203,22 +237,45 @@ def _started(runner) -> bool:
     return True
 
 
-def _finish(recorder, runner, code, session, cfg, report_path, proxy, say):
-    """Merge live recordings, write --report, print the report; returns the report."""
+def _isolation(wanted: bool, proxy: ProxySettings):
+    """An :class:`~spoolproxy.proxy.isolate.Isolation` when ``--isolate`` is asked for and the
+    platform allows it; otherwise None (saying once why not)."""
+    if not wanted:
+        return None
+    if not proxy.command:
+        raise UsageError("--isolate runs CMD in its own network namespace: give a command after '--'")
+    from ..proxy.isolate import Isolation, unavailable
+
+    why = unavailable()
+    if why is not None:
+        click.echo(f"spoolproxy: warning: --isolate: {why}; CMD runs with normal network access", err=True)
+        return None
+    return Isolation([])
+
+
+def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation=None, guard=None):
+    """Merge live recordings, write --report, print the report (both redacted); returns the report."""
     if recorder is not None and _started(runner):
-        target, added = recorder.finish(exit_code=code)
+        target, added = recorder.finish(exit_code=code, extra=guard.meta() if guard is not None else None)
         if added:
             say(f"spoolproxy: recorded {added} live interaction{'s' if added != 1 else ''} into {target}")
+    for line in guard.summary_lines() if guard is not None else []:
+        say(f"spoolproxy: {line}")
     report = session.report()
+    redactor.absorb(session.fingerprinter.learner)  # credentials the live requests carried
+    if isolation is not None:
+        from ..replayer.blocked import add_blocked
+
+        add_blocked(report, isolation.attempts)
     if cfg.live:
         report.unused = [u for u in report.unused if not session.is_live_host(_host(u.uri))]
     if report_path:
-        report.write(report_path)
+        report.write(report_path, redactor)
     if proxy.quiet:
         if not report.clean:
             click.echo(report.summary_line(), err=True)
     else:
-        click.echo(report.render(), err=True)
+        click.echo(redactor.text(report.render()), err=True)
     return report
 
 

@@ -13,6 +13,7 @@ journal under it.  Exits 1 with one line when there is no journal to recover.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -91,6 +92,7 @@ def command(paths: tuple[Path, ...]) -> None:
     (every journal under them).
     """
     red = Redactor.from_config(section("redact"))
+    red.learn_env(os.environ)
     todo = [c for p in paths for c in targets(p)]
     for cassette in todo:
         n = recover_one(cassette, red)

@@ -9,7 +9,7 @@ import click
 
 def assertion_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--final-answer-contains`` (``contains``), ``--final-answer-matches``
-    (``matches``), ``--tool`` (``tools``) and ``--max-llm-calls`` to a command."""
+    (``matches``), ``--tool`` (``tools``), ``--max-llm-calls`` and ``--max-tool-calls`` to a command."""
     options = [
         click.option("--final-answer-contains", "contains", multiple=True, metavar="TEXT",
                      help="Assert the final answer contains TEXT (repeatable)."),
@@ -17,6 +17,7 @@ def assertion_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Assert the final answer matches REGEX."),
         click.option("--tool", "tools", multiple=True, metavar="NAME", help="Assert tool NAME is called (repeatable)."),
         click.option("--max-llm-calls", type=int, default=None, help="Assert at most N LLM calls."),
+        click.option("--max-tool-calls", type=int, default=None, help="Assert at most N tool calls asked for by the model."),
     ]
     for option in reversed(options):
         fn = option(fn)

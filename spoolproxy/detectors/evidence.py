@@ -11,6 +11,10 @@ Paths (``interaction`` selects the interaction; the path the field in it):
   (``text``, ``refusal``, ``reasoning``, ``finish_reason_raw``, ``error``,
   ``tool_calls/<n>/name``, ``tool_calls/<n>/arguments_raw``)
 * ``mcp.result_text``: the MCP tool result text
+* ``input.<n>``: the text of message ``n`` (0-based) of the conversation an LLM request
+  sent, as the transcript reads it (a system prompt, a user turn, a tool result fed back)
+* run-level evidence (``interaction`` None): ``meta.exit_code``, ``meta.agent_end.<key>``
+  (``stderr_tail``, ``signal``), the recorded command's end
 
 :meth:`EvidenceBuilder.quote` resolves the path, checks the quote, and returns None (the
 evidence is dropped) when the field is missing or does not contain the quote.
@@ -24,6 +28,14 @@ from ..cassettes.model import Cassette, parse_json
 from .models import Evidence, Transcript
 
 MAX_QUOTE = 200
+ELLIPSIS = "…"
+
+
+def clip(text: str, n: int) -> str:
+    """``text`` cut to at most ``n`` characters, ending in ``…`` when it was cut (a shown
+    value never looks whole when it is not: tool arguments cut at 60 characters would read
+    as broken JSON)."""
+    return text if len(text) <= n else text[: max(0, n - 1)] + ELLIPSIS
 
 
 def _pointer(doc: Any, ptr: str) -> Any:
@@ -52,6 +64,13 @@ def _text(v: Any) -> str | None:
     return str(v)
 
 
+def evidence_text(e: Evidence, width: int = 160) -> tuple[str, str]:
+    """(where, quote) for showing evidence ``e`` on one line: ``#3`` or ``run`` (metadata),
+    and the quote with escapes for control characters, cut with ``…`` at ``width``."""
+    where = "run" if e.interaction is None else f"#{e.interaction}"
+    return where, clip(repr(e.quote)[1:-1], width)
+
+
 class EvidenceBuilder:
     """Resolves evidence paths against one cassette and its transcript."""
 
@@ -60,8 +79,11 @@ class EvidenceBuilder:
         self.transcript = transcript
         self._json: dict[tuple[int, str], Any] = {}
 
-    def resolve(self, index: int, path: str) -> str | None:
-        """The text of field ``path`` of interaction ``index`` (None when absent)."""
+    def resolve(self, index: int | None, path: str) -> str | None:
+        """The text of field ``path`` of interaction ``index`` (None when absent); with
+        ``index`` None, of the cassette's metadata (``meta.exit_code``, ``meta.agent_end.<key>``)."""
+        if index is None:
+            return self._meta(path)
         if not 0 <= index < len(self.cassette.interactions):
             return None
         it = self.cassette.interactions[index]
@@ -81,6 +103,18 @@ class EvidenceBuilder:
             return _text(value)
         if head == "mcp" and step.mcp is not None and rest == "result_text":
             return step.mcp.result_text
+        if head == "input" and step.llm is not None and rest.isdigit():
+            n = int(rest)
+            return step.llm.messages[n].text if n < len(step.llm.messages) else None
+        return None
+
+    def _meta(self, path: str) -> str | None:
+        m = self.cassette.meta
+        if path == "meta.exit_code":
+            return None if m.exit_code is None else str(m.exit_code)
+        if path.startswith("meta.agent_end."):
+            end = m.extra.get("agent_end")
+            return _text(end.get(path[len("meta.agent_end."):])) if isinstance(end, dict) else None
         return None
 
     def _http(self, index: int, side: str, obj: Any, rest: str) -> str | None:
@@ -101,7 +135,7 @@ class EvidenceBuilder:
             return _text(_pointer(self._json[key], rest[len("body/"):]))
         return None
 
-    def quote(self, index: int, path: str, quote: str | None, *, max_len: int = MAX_QUOTE) -> Evidence | None:
+    def quote(self, index: int | None, path: str, quote: str | None, *, max_len: int = MAX_QUOTE) -> Evidence | None:
         """Evidence for ``quote`` (shortened to ``max_len`` characters) if it is verbatim in the field."""
         if not quote:
             return None
@@ -111,7 +145,7 @@ class EvidenceBuilder:
             return None
         return Evidence(interaction=index, path=path, quote=q)
 
-    def field(self, index: int, path: str, *, max_len: int = MAX_QUOTE) -> Evidence | None:
+    def field(self, index: int | None, path: str, *, max_len: int = MAX_QUOTE) -> Evidence | None:
         """Evidence quoting the start of the field itself (whitespace-trimmed)."""
         value = self.resolve(index, path)
         if not value:

@@ -11,38 +11,44 @@ later request feeds back, byte for byte or embedded in a JSON wrapper; an MCP
 from __future__ import annotations
 
 import fnmatch
+import functools
 from typing import Any
 
 from ..cassettes.model import Cassette, parse_json
-from .adapters.common import content_type, header, split_uri
+from .adapters.common import client_closed, content_type, header, split_uri
 from .adapters.registry import classify
 from .models import FinalAnswer, ModelCall, Step, ToolCall, ToolResult, Transcript
-from .pricing import PRICES_AS_OF, cost_usd
+from .pricing import PRICES_AS_OF, PriceBook, call_cost
 
 DEFAULT_OUTPUT_TOOLS = ("final_result*", "structured_output", "json_tool_call")
 
 
-def build_transcript(cassette: Cassette, output_tools: tuple[str, ...] | list[str] = DEFAULT_OUTPUT_TOOLS) -> Transcript:
+def build_transcript(cassette: Cassette, output_tools: tuple[str, ...] | list[str] = DEFAULT_OUTPUT_TOOLS,
+                     prices: PriceBook | None = None) -> Transcript:
     """The transcript of ``cassette`` (never raises on odd bodies).
 
     ``output_tools``: fnmatch patterns of tool names whose call *is* the final answer
     (structured output delivered through a tool, e.g. pydantic-ai's ``final_result``).
+    ``prices``: where call costs come from (default: the built-in table, local hosts $0,
+    LiteLLM's map when installed).
     """
     steps: list[Step] = []
     for i, it in enumerate(cassette.interactions):
         kind, parsed = classify(it)
         r = it.response
+        closed = client_closed(it)
         step = Step(index=i, kind=kind, method=it.request.method, url=it.request.uri, host=split_uri(it.request.uri)[0],
                     status=r.status if r is not None else None, content_type=content_type(r),
-                    transport_error=f"{it.error.kind}: {it.error.message}".strip(": ") if it.error else None,
-                    duration_ms=it.duration_ms, date=header(r.headers, "date") if r is not None else None)
+                    transport_error=f"{it.error.kind}: {it.error.message}".strip(": ") if it.error and not closed else None,
+                    client_closed=closed, duration_ms=it.duration_ms,
+                    date=header(r.headers, "date") if r is not None else None)
         setattr(step, kind, parsed)
         steps.append(step)
     t = Transcript(cassette=str(cassette.path) if cassette.path else None, steps=steps, price_table_date=PRICES_AS_OF)
     _threads(cassette, t)
     _link_results(cassette, t)
     t.final_answer = _final_answer(t, tuple(output_tools))
-    _totals(t)
+    _totals(t, prices or PriceBook())
     return t
 
 
@@ -183,7 +189,9 @@ def _walk(v: Any, b: str, bj: Any, depth: int = 0) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
 def is_output_tool(name: str, patterns: tuple[str, ...]) -> bool:
+    """True when tool ``name`` matches one of the ``output_tools`` fnmatch ``patterns``."""
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
@@ -207,18 +215,34 @@ def _final_answer(t: Transcript, output_tools: tuple[str, ...]) -> FinalAnswer |
     return None
 
 
-def _totals(t: Transcript) -> None:
+def _totals(t: Transcript, prices: PriceBook) -> None:
+    """Token totals, each model call's cost and the run's (None once a call is unpriced)."""
     cost: float | None = 0.0
+    unpriced: dict[str, None] = {}
+    sources: dict[str, None] = {}
     for s in t.steps:
         c: ModelCall | None = s.llm
         if c is None:
             continue
         u = c.usage
+        if not u.reported:
+            if s.ok and not c.error:
+                t.calls_without_usage += 1  # answered, tokens unknown: no cost either
+                cost = None
+            continue
         t.input_tokens += u.input_tokens or 0
         t.output_tokens += u.output_tokens or 0
         t.total_tokens += u.total
         if u.input_tokens is None and u.output_tokens is None:
             continue
-        one = cost_usd(c.model, u.input_tokens, u.output_tokens)
-        cost = None if one is None or cost is None else cost + one
+        price = prices.price(c.model, host=s.host, provider=c.provider)
+        one = call_cost(price, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens)
+        if price is None or one is None:
+            unpriced[c.model or "(no model name)"] = None
+            cost = None
+            continue
+        c.cost_usd, c.price_source = round(one, 8), price.source
+        sources[price.source] = None
+        cost = None if cost is None else cost + one
+    t.unpriced_models, t.price_sources = list(unpriced), list(sources)
     t.cost_usd = round(cost, 6) if cost is not None and t.total_tokens else None

@@ -121,11 +121,10 @@ class StreamRedactor:
         moved = True
         while moved and cut > start:
             moved = False
-            for _kind, pat in self.redactor._patterns:  # the same patterns bytes_() applies
-                for m in pat.finditer(window):
-                    s, e = m.start() + start, m.end() + start
-                    if s < cut < e:
-                        cut, moved = s, True
+            for s, e in self.redactor.spans(window):  # what bytes_() could replace
+                s, e = s + start, e + start
+                if s < cut < e:
+                    cut, moved = s, True
         return cut
 
     def close(self) -> None:

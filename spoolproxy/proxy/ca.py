@@ -11,7 +11,11 @@ Everything lives in one per-user directory, never in a project:
   so a client trusts both real servers and the recording proxy.
 
 The CA is created on first use (RSA 2048, organisation and CN ``spoolproxy``); the bundle
-is rebuilt whenever the CA certificate or a root store is newer than it.
+is rebuilt whenever the CA certificate or a root store is newer than it.  An existing CA is
+checked on every use (:func:`check_ca`, ~0.3 ms): a key or certificate that does not parse,
+a key that does not belong to the certificate, or an expired certificate is a one-line
+SpoolError naming ``spoolproxy ca --regenerate`` (:func:`regenerate_ca`), instead of
+mitmproxy failing inside the proxy on the first HTTPS connection.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import ssl
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
@@ -114,7 +119,8 @@ def ensure_ca() -> CAPaths:
                 if f.exists() and f.stat().st_mode & 0o077:
                     os.chmod(f, 0o600)
             if not cert.exists():
-                raise SpoolError(f"{confdir}: CA key exists but {cert.name} is missing; delete {confdir} to recreate the CA")
+                raise SpoolError(f"the spoolproxy CA in {confdir} is damaged ({cert.name} is missing); {REGENERATE}")
+            check_ca(confdir)
             bundle = home / BUNDLE_NAME
             _build_bundle(bundle, cert)
     except OSError as exc:
@@ -122,6 +128,64 @@ def ensure_ca() -> CAPaths:
             f"cannot set up the spoolproxy CA in {home}: {exc.strerror}; set SPOOLPROXY_HOME to a writable directory"
         ) from None
     return CAPaths(cert=cert, bundle=bundle, confdir=confdir)
+
+
+REGENERATE = ("run 'spoolproxy ca --regenerate' to move it aside and create a new one (then trust the new "
+              "certificate wherever you added the old one by hand)")
+
+
+def check_ca(confdir: Path) -> datetime:
+    """Check the CA in mitmproxy's ``confdir``: ``mitmproxy-ca.pem`` holds a private key and
+    a certificate that parse and belong together, ``mitmproxy-ca-cert.pem`` is that same
+    certificate, and it has not expired.  Returns its expiry (UTC).  Raises SpoolError
+    (one line, naming ``spoolproxy ca --regenerate``) otherwise."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    def damaged(what: str) -> SpoolError:
+        return SpoolError(f"the spoolproxy CA in {confdir} is damaged ({what}); {REGENERATE}")
+
+    pem = confdir / f"{CA_BASENAME}-ca.pem"
+    try:
+        data = pem.read_bytes()
+        public = (confdir / f"{CA_BASENAME}-ca-cert.pem").read_bytes()
+    except OSError as exc:
+        raise damaged(f"cannot read it: {exc.strerror}") from None
+    try:
+        # the key/certificate pairing below is the consistency check (full RSA validation costs ~70 ms)
+        key = serialization.load_pem_private_key(data, None, unsafe_skip_rsa_key_validation=True)
+    except (ValueError, TypeError, Exception) as exc:  # noqa: BLE001 - any parse failure means damage
+        raise damaged(f"{pem.name}: the private key does not parse: {str(exc).split('.')[0]}") from None
+    try:
+        cert = x509.load_pem_x509_certificate(data)
+        shipped = x509.load_pem_x509_certificate(public)
+    except ValueError as exc:
+        raise damaged(f"the certificate does not parse: {str(exc).split('.')[0]}") from None
+    if cert.public_key().public_numbers() != key.public_key().public_numbers():  # type: ignore[union-attr]
+        raise damaged(f"{pem.name}: the private key does not belong to the certificate")
+    if shipped != cert:
+        raise damaged(f"{CA_BASENAME}-ca-cert.pem is not the certificate in {pem.name}")
+    expires = cert.not_valid_after_utc
+    if expires <= datetime.now(timezone.utc):
+        raise SpoolError(f"the spoolproxy CA in {confdir} expired on {expires:%Y-%m-%d}; {REGENERATE}")
+    return expires
+
+
+def regenerate_ca() -> tuple[CAPaths, Path | None]:
+    """Move the current CA (damaged or not) aside to ``mitmproxy.old-<UTC time>`` in the
+    spoolproxy directory and create a new one.  Returns (new paths, where the old one went,
+    None when there was none).  Raises SpoolError when the directory is not writable."""
+    home = ca_dir()
+    confdir = home / "mitmproxy"
+    moved = None
+    if confdir.exists():
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        moved = home / f"mitmproxy.old-{stamp}"
+        try:
+            confdir.rename(moved)
+        except OSError as exc:
+            raise SpoolError(f"cannot move the CA in {confdir} aside: {exc.strerror}; move or delete it by hand") from None
+    return ensure_ca(), moved
 
 
 def _build_bundle(bundle: Path, cert: Path) -> None:

@@ -2,10 +2,15 @@
 
 :func:`child_env` points every common HTTP client at the proxy and at a CA bundle that
 trusts it; :func:`run_child` runs the program, forwards SIGINT/SIGTERM and returns its
-exit status.  Shared by ``spoolproxy record`` and ``spoolproxy playback``.
+exit status; :func:`run_child_watched` also returns how it ended (signal, timeout, the end of
+its stderr, which is still copied live to the terminal) as a :class:`ChildEnd`.  Shared by
+``spoolproxy record`` and ``spoolproxy playback``.
 
 Proxy variables: ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` in both cases (curl reads
-only the lower-case ``http_proxy``; Python, Node, Go and Rust clients read one or the other).
+only the lower-case ``http_proxy``; Python, Node, Go and Rust clients read one or the other),
+and ``WSS_PROXY``/``WS_PROXY`` in both cases, which WebSocket clients prefer for ``wss://``
+and ``ws://`` URLs (Python's ``websockets``, used by the openai SDK's Realtime client, reads
+them through ``urllib.request.getproxies``; it falls back to ``HTTPS_PROXY``).
 CA variables: ``SSL_CERT_FILE`` (OpenSSL, httpx, aiohttp, Go), ``REQUESTS_CA_BUNDLE``
 (requests), ``CURL_CA_BUNDLE`` (curl), ``NODE_EXTRA_CA_CERTS`` (Node, added to its roots),
 ``AWS_CA_BUNDLE`` (botocore), ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` (gRPC), ``PIP_CERT``,
@@ -23,12 +28,15 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import SpoolError
 
-PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
+PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy",
+              "WSS_PROXY", "WS_PROXY", "wss_proxy", "ws_proxy")
 NO_PROXY_VARS = ("NO_PROXY", "no_proxy")
 BUNDLE_VARS = (
     "SSL_CERT_FILE",
@@ -154,37 +162,114 @@ def _terminal_delivers_sigint(child: subprocess.Popen) -> bool:
         return False
 
 
-def run_child(argv: Sequence[str], env: Mapping[str, str]) -> int:
-    """Run ``argv`` with ``env`` and return its exit status.
+#: seconds between SIGTERM and SIGKILL when a child overruns its timeout
+KILL_GRACE_S = 5.0
+
+
+@dataclass
+class ChildEnd:
+    """How a child ended.
+
+    ``code``: its exit status (``128 + N`` when killed by signal N); ``signal``: the signal's
+    name when one killed it (``"SIGSEGV"``); ``timed_out``: it overran its timeout and was
+    stopped; ``interrupted``: the name of the first SIGINT/SIGTERM this process received and
+    passed on while the child ran (a user or CI stopping the run); ``stderr_tail``: the last
+    bytes of its stderr when they were kept (``stderr_tail`` > 0 in :func:`run_child_watched`),
+    ``stderr_bytes``: everything it wrote there.
+    """
+
+    code: int
+    signal: str | None = None
+    timed_out: bool = False
+    interrupted: str | None = None
+    stderr_tail: bytes = b""
+    stderr_bytes: int = 0
+
+    @property
+    def failed(self) -> bool:
+        """True when the child did not exit 0 by itself (non-zero status, signal, timeout)."""
+        return self.code != 0 or self.timed_out
+
+    def meta(self, redactor=None, keep: int = 4096) -> dict:
+        """The ``agent_end`` mapping a cassette's metadata keeps: ``signal``, ``timed_out``,
+        ``interrupted`` (when set), ``stderr_tail`` (the last ``keep`` characters, redacted
+        with ``redactor`` before being cut, from a line start when one is near) and
+        ``stderr_bytes``."""
+        out: dict = {}
+        if self.signal:
+            out["signal"] = self.signal
+        if self.timed_out:
+            out["timed_out"] = True
+        if self.interrupted:
+            out["interrupted"] = self.interrupted
+        if self.stderr_tail:
+            text = self.stderr_tail.decode("utf-8", "replace")
+            if redactor is not None:
+                text = redactor.text(text)  # before cutting: a secret is never cut in half
+            if len(text) > keep:
+                text = text[-keep:]
+                nl = text.find("\n")
+                if 0 <= nl < keep // 4:
+                    text = text[nl + 1:]
+            out["stderr_tail"] = text
+        out["stderr_bytes"] = self.stderr_bytes
+        return out
+
+
+def run_child(argv: Sequence[str], env: Mapping[str, str], *, preexec=None) -> int:
+    """Run ``argv`` with ``env`` and return its exit status (see :func:`run_child_watched`)."""
+    return run_child_watched(argv, env, preexec=preexec).code
+
+
+def run_child_watched(argv: Sequence[str], env: Mapping[str, str], *, stderr_tail: int = 0,
+                      timeout_s: float | None = None, preexec=None) -> ChildEnd:
+    """Run ``argv`` with ``env`` and return how it ended (:class:`ChildEnd`).  ``preexec``:
+    also run in the child before ``exec`` (e.g. :attr:`~.isolate.Isolation.preexec`); when it
+    raises, the program does not start and SpoolError (exit code 126) says so.
 
     SIGTERM and SIGINT received meanwhile are forwarded to the child (SIGINT only when
     the terminal did not already deliver it to the child's process group); the third
     signal kills the child.  A child killed by signal N gives ``128 + N``.  On Linux the
     child gets SIGTERM should this process die first (even by SIGKILL), so it never runs on
-    as an orphan pointed at a dead proxy (:func:`parent_death_signal`).  Raises
+    as an orphan pointed at a dead proxy (:func:`parent_death_signal`).
+
+    ``stderr_tail`` > 0: the child's stderr is copied to ours as it comes and its last
+    ``stderr_tail`` bytes are kept (:class:`~.tee.StderrTee`).  ``timeout_s``: after that
+    many seconds the child gets SIGTERM, and SIGKILL ``KILL_GRACE_S`` later.  Raises
     SpoolError with exit code 127 when the program is not found and 126 when it is not
     executable.
     """
     if not argv:
         raise SpoolError("no command given; put it after '--', e.g. spoolproxy record -- python agent.py")
-    try:
-        child = subprocess.Popen(list(argv), env=dict(env), preexec_fn=parent_death_signal())
-    except FileNotFoundError:
-        raise SpoolError(f"command not found: {argv[0]}; check the name and PATH", exit_code=127) from None
-    except PermissionError:
-        raise SpoolError(f"command is not executable: {argv[0]}", exit_code=126) from None
-    except OSError as exc:
-        raise SpoolError(f"cannot run {argv[0]}: {exc.strerror}", exit_code=126) from None
+    tee = None
+    if stderr_tail > 0:
+        from .tee import StderrTee
 
-    received = 0
+        tee = StderrTee(stderr_tail)
+    try:
+        child = subprocess.Popen(list(argv), env=dict(env), preexec_fn=chain_preexec(preexec, parent_death_signal()),
+                                 stderr=tee.child_fd if tee is not None else None)
+    except (OSError, subprocess.SubprocessError) as exc:
+        if tee is not None:
+            tee.close()
+        if isinstance(exc, subprocess.SubprocessError):
+            raise SpoolError(f"cannot start {argv[0]}: setting up its process failed ({exc})", exit_code=126) from None
+        if isinstance(exc, FileNotFoundError):
+            raise SpoolError(f"command not found: {argv[0]}; check the name and PATH", exit_code=127) from None
+        if isinstance(exc, PermissionError):
+            raise SpoolError(f"command is not executable: {argv[0]}", exit_code=126) from None
+        raise SpoolError(f"cannot run {argv[0]}: {exc.strerror}", exit_code=126) from None
+    if tee is not None:
+        tee.started()
+
+    received: list[int] = []
 
     def forward(signum, _frame):
-        nonlocal received
-        received += 1
+        received.append(signum)
         if child.poll() is not None:
             return
         try:
-            if received >= 3:
+            if len(received) >= 3:
                 child.kill()
             elif not (signum == signal.SIGINT and _terminal_delivers_sigint(child)):
                 child.send_signal(signum)
@@ -196,17 +281,54 @@ def run_child(argv: Sequence[str], env: Mapping[str, str]) -> int:
     if in_main:
         for s in (signal.SIGINT, signal.SIGTERM):
             old[s] = signal.signal(s, forward)
+    timed_out = False
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         while True:
             try:
-                code = child.wait()
+                if deadline is None or timed_out:
+                    code = child.wait(None if deadline is None else KILL_GRACE_S)
+                else:
+                    code = child.wait(max(0.0, deadline - time.monotonic()))
                 break
+            except subprocess.TimeoutExpired:
+                if timed_out:
+                    child.kill()  # ignored SIGTERM for the whole grace period
+                    code = child.wait()
+                    break
+                timed_out = True
+                child.terminate()
             except KeyboardInterrupt:  # pragma: no cover - handler replaced above
                 continue
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    return 128 - code if code < 0 else code
+    end = ChildEnd(code=128 - code if code < 0 else code, timed_out=timed_out,
+                   interrupted=signal.Signals(received[0]).name if received else None)
+    if code < 0:
+        try:
+            end.signal = signal.Signals(-code).name
+        except ValueError:
+            end.signal = f"signal {-code}"
+    if tee is not None:
+        end.stderr_tail = tee.finish()
+        end.stderr_bytes = tee.total
+    return end
+
+
+def chain_preexec(*fns):
+    """One ``preexec_fn`` running each non-None function in turn (None when there is none)."""
+    todo = [f for f in fns if f is not None]
+    if not todo:
+        return None
+    if len(todo) == 1:
+        return todo[0]
+
+    def preexec() -> None:
+        for f in todo:
+            f()
+
+    return preexec
 
 
 #: prctl(2) option: the signal the calling process gets when its parent thread dies

@@ -21,16 +21,26 @@ _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("protocol", ("protocol", "invalid", "malformed", "h11", "h2 ", "stream")),
 )
 
-CLIENT_GONE = "client disconnected"
+#: how mitmproxy words a client that hung up first: HTTP/1 ``Client disconnected.``,
+#: HTTP/2 ``stream reset by client (CANCEL)``
+CLIENT_GONE = ("client disconnected", "reset by client")
+
+
+def closed_by_client(message: str | None) -> bool:
+    """True when mitmproxy's error ``message`` says the *client* ended the exchange (it
+    closed its connection or cancelled its HTTP/2 stream), not the upstream."""
+    low = (message or "").lower()
+    return any(n in low for n in CLIENT_GONE)
 
 
 def classify(message: str, *, had_response: bool, request_sent: bool = True) -> Failure:
     """A Failure for mitmproxy error ``message``.  ``had_response``: response headers had
     arrived (the body was cut).  A client that went away is kind ``other`` with the
-    message saying so."""
+    message saying so (:func:`closed_by_client`); the recorder keeps one that leaves after
+    the response headers apart from failures (see ``Recorder.error``)."""
     low = (message or "").lower()
     kind = "other"
-    if CLIENT_GONE not in low:
+    if not closed_by_client(low):
         for k, needles in _KINDS:
             if any(n in low for n in needles):
                 kind = k

@@ -4,7 +4,9 @@ Life of a flow (mitmproxy hooks):
 
 * ``requestheaders``: the interaction gets its sequence number, so the cassette lists
   interactions in request-start order even when they complete out of order;
-* ``request``: the request (decoded body) is captured; a request body declared larger than
+* ``request``: the request (decoded body) is captured, with any per-interaction facts an
+  addon earlier in the chain put in ``flow.metadata[EXTRA_META]`` (a dict merged into
+  ``Interaction.extra``, e.g. where a fork served the request from); a request body declared larger than
   ``record_max_body_size`` is streamed upstream instead of buffered and stored like a big
   response body, named in the interaction's ``spoolproxy.request_body`` extension
   (``{file|elided, size, sha256}``) with an empty ``body``.  When the upstream answers
@@ -17,10 +19,26 @@ Life of a flow (mitmproxy hooks):
   are noted and the body is decoded (gzip/deflate/br/zstd) and kept up to
   ``record_max_body_size`` bytes, beyond which it is spilled to ``<cassette>.bodies/``
   (redacted on the way) or elided;
+* ``websocket_message`` / ``websocket_end``: an upgraded (``101``) connection's messages are
+  collected (:mod:`.websocket`) and its interaction is written when the connection ends,
+  with the messages in its ``websocket`` extension;
 * ``response`` / ``error``: the interaction (with a :class:`Failure` for refused, DNS,
-  timeout, TLS or a stream cut mid-way) is redacted and appended to the journal (flushed; fsynced in
+  timeout, TLS or a stream cut mid-way by the upstream) is redacted and appended to the journal (flushed; fsynced in
   the background) before the client sees the end of a chunked or HTTP/2 response (an HTTP/1 Content-Length
   body is complete for the client with its last byte; its write is queued at once).
+
+A client that hangs up after the response headers (the openai SDK closes a stream once it
+read ``data: [DONE]``, often before the server's terminating chunk) is not an upstream
+failure: the interaction gets no ``error`` but the extension ``client_closed: {during:
+response, message}``, and its body is what arrived until then.  A client that hangs up
+before any response header is still recorded with a :class:`Failure` (it gave up waiting).
+
+A response another addon made (a playback miss, a circuit-breaker refusal) is recorded like
+an upstream one; ``flow.metadata[EXTRA_META]`` (a dict), read again when the exchange completes,
+is merged into the interaction's extensions, and ``flow.metadata["spoolproxy.seq"]`` holds its index.
+``observers`` are called on the proxy's event loop with ``(index, interaction)`` (not yet
+redacted) as each exchange completes, before the client can send its next request on the
+same connection: live guards (:mod:`spoolproxy.guards`) count there.
 
 On ``done`` (proxy shutdown) interactions still in flight are journalled as cut by the
 shutdown.  :meth:`Recorder.finish` then writes the cassette atomically from the journal
@@ -46,17 +64,22 @@ from ..cassettes.journal import Journal, is_locked, journal_path, read_journal
 from ..cassettes.model import (Cassette, CassetteMeta, Chunk, Failure, HeaderDict, Interaction, Request, Response,
                                header_get, header_without)
 from ..cassettes.redact import Redactor
+from ..cassettes.redact_late import late_pass
 from ..cassettes.storage import save, side_dir
 from ..errors import CassetteError
 from .bodysink import DEFAULT_LIMIT, BodySink
-from .failures import classify
+from .failures import classify, closed_by_client
 from .summary import RunSummary
+from .websocket import WsRecording
 
 logger = logging.getLogger(__name__)
 
 #: seconds a shutdown waits for responses whose headers already arrived
 SHUTDOWN_GRACE_S = 1.0
 
+
+#: flow.metadata key: a dict of per-interaction facts an addon wants in ``Interaction.extra``
+EXTRA_META = "spoolproxy.extra"
 
 #: request headers a client sends only because it talks to a proxy (not recorded)
 PROXY_ONLY_HEADERS = ("proxy-connection",)
@@ -93,7 +116,10 @@ class _Capture:
     response_after_ms: float | None = None
     headers_at: float = 0.0  # time.perf_counter() when the response headers arrived
     request_body: dict | None = None  # a big request body stored outside (extension key)
+    client_closed: str | None = None  # mitmproxy's message when the client hung up mid-response
+    extra: dict = field(default_factory=dict)  # facts from flow.metadata[EXTRA_META]
     done: bool = False
+    websocket: WsRecording | None = None  # an upgraded connection's messages
 
 
 class Recorder:
@@ -121,6 +147,7 @@ class Recorder:
         upstream_errors: str = "close",
         summary: RunSummary | None = None,
         on_interaction: Callable[[Interaction], None] | None = None,
+        observers: list[Callable[[int, Interaction], None]] | None = None,
     ) -> None:
         self.path = Path(cassette_path)
         self.meta = meta or CassetteMeta(recorder="spoolproxy", record_mode="all")
@@ -130,9 +157,12 @@ class Recorder:
         self.upstream_errors = upstream_errors
         self.summary = summary if summary is not None else RunSummary()
         self.on_interaction = on_interaction
+        self.observers = list(observers or [])
         self.journal: Journal | None = None
         self.recovered: tuple[Path, int] | None = None
         self.write_errors: list[str] = []
+        #: run-level facts written to ``meta.extra`` by :meth:`finish` (e.g. ``tls_rejected``)
+        self.run_facts: dict = {}
         self._seq = itertools.count()
         self._pending: dict[str, _Capture] = {}
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="spoolproxy-journal")
@@ -229,6 +259,7 @@ class Recorder:
             return
         cap = _Capture(seq=next(self._seq), started=flow.request.timestamp_start or time.time())
         self._pending[flow.id] = cap
+        flow.metadata["spoolproxy.seq"] = cap.seq
         try:
             declared = int(flow.request.headers.get("content-length", "0"))
         except ValueError:
@@ -248,6 +279,9 @@ class Recorder:
         cap = self._pending.get(flow.id)
         if cap is not None:
             cap.request = self._request(cap, flow)
+            facts = flow.metadata.get(EXTRA_META)
+            if isinstance(facts, dict):
+                cap.extra = dict(facts)
 
     def _request(self, cap: _Capture, flow) -> Request:
         req = request_of(flow.request)
@@ -295,13 +329,32 @@ class Recorder:
         resp.stream = cap.sink
 
     async def response(self, flow) -> None:
+        cap = self._pending.get(flow.id)
+        if cap is not None and flow.websocket is not None:  # written when the connection ends
+            cap.websocket = WsRecording(flow.response.timestamp_end if flow.response is not None else None)
+            return
         await self._complete(flow, None)
+
+    def websocket_message(self, flow) -> None:
+        cap = self._pending.get(flow.id)
+        if cap is not None and cap.websocket is not None and flow.websocket is not None and flow.websocket.messages:
+            cap.websocket.add(flow.websocket.messages[-1])
+
+    async def websocket_end(self, flow) -> None:
+        cap = self._pending.get(flow.id)
+        if cap is not None and cap.websocket is not None:
+            cap.websocket.closed(flow.websocket)
+            await self._complete(flow, None)
 
     async def error(self, flow) -> None:
         cap = self._pending.get(flow.id)
         if cap is None:
             return
         msg = flow.error.msg if flow.error else "unknown error"
+        if cap.status is not None and closed_by_client(msg):
+            cap.client_closed = msg  # the client stopped reading: not an upstream failure
+            await self._complete(flow, None)
+            return
         failure = classify(msg, had_response=cap.status is not None, request_sent=cap.request is not None)
         if cap.status is None and self.upstream_errors == "close" and flow.killable:
             flow.kill()  # no 502 page: the client sees its connection close, as without a proxy
@@ -312,12 +365,15 @@ class Recorder:
         ``SHUTDOWN_GRACE_S``) to complete, then journal what is still in flight, marked as
         cut by the shutdown."""
         end = time.monotonic() + SHUTDOWN_GRACE_S
-        while any(c.status is not None for c in self._pending.values()) and time.monotonic() < end:
+        while any(c.status is not None and c.websocket is None for c in self._pending.values()) and time.monotonic() < end:
             await asyncio.sleep(0.01)
         self._closed = True
         for fid in list(self._pending):
             cap = self._pending.pop(fid)
             if cap.request is None:
+                continue
+            if cap.websocket is not None:  # a WebSocket still open: its messages so far, no close
+                self._executor.submit(self._write, cap.seq, self._interaction(cap, None, None))
                 continue
             failure = Failure(
                 kind="other",
@@ -334,7 +390,18 @@ class Recorder:
             return
         if cap.request is None:
             cap.request = self._request(cap, flow)
+        if cap.status is None and failure is None and flow.response is not None:  # made by another addon
+            cap.status, cap.reason = flow.response.status_code, flow.response.reason or ""
+            cap.headers = headers_of(flow.response)
         it = self._interaction(cap, flow, failure)
+        extra = flow.metadata.get(EXTRA_META)
+        if isinstance(extra, dict):
+            it.extra.update(extra)
+        for observe in self.observers:
+            try:
+                observe(cap.seq, it)
+            except Exception as exc:  # noqa: BLE001 - an observer must never cost the recording
+                logger.warning("spoolproxy: observer failed: %s", exc)
         loop = asyncio.get_running_loop()
         write = loop.run_in_executor(self._executor, self._write, cap.seq, it)
         if failure is None and (cap.sink is None or _client_already_has_it(flow)):
@@ -361,7 +428,7 @@ class Recorder:
             response = Response(status=cap.status, reason=cap.reason, headers=headers, body=body, body_ref=ref, chunks=chunks)
         if failure is not None and failure.message:
             failure = failure.model_copy(update={"message": self.redactor.text(failure.message)})
-        extra: dict = {}
+        extra: dict = dict(cap.extra)
         if response is not None:
             enc = (header_get(cap.headers, "content-encoding") or "").strip().lower()
             if enc and enc != "identity" and header_get(response.headers, "content-encoding") is None:
@@ -370,6 +437,10 @@ class Recorder:
             extra["request_body"] = cap.request_body
         if cap.response_after_ms is not None:
             extra["response_after_ms"] = round(cap.response_after_ms, 3)
+        if cap.client_closed is not None:
+            extra["client_closed"] = {"during": "response", "message": cap.client_closed}
+        if cap.websocket is not None:
+            extra["websocket"] = cap.websocket.extension(self.redactor, cap.request)
         return Interaction(
             request=cap.request,
             response=response,
@@ -386,7 +457,7 @@ class Recorder:
             self.journal.append(seq, it)
             self.count += 1
         except Exception as exc:  # disk full etc.: never break the client's traffic
-            self.write_errors.append(f"{it.request.method} {it.request.uri}: {exc}")
+            self.write_errors.append(self.redactor.text(f"{it.request.method} {it.request.uri}: {exc}"))
             logger.error("spoolproxy: cannot journal an interaction: %s", exc)
             return
         try:
@@ -404,12 +475,17 @@ class Recorder:
         if self.journal is not None:
             self.journal.close(remove=True)
 
-    def finish(self, exit_code: int | None = None) -> Cassette:
+    def finish(self, exit_code: int | None = None, extra: dict | None = None, *,
+               target: Callable[[Cassette], Path] | None = None) -> Cassette:
         """Write the cassette atomically from the journal and remove the journal.
 
-        Call after the proxy stopped.  Returns the cassette as written (redacted).
-        Raises CassetteError when the cassette cannot be written (the journal is kept
-        then, for ``spoolproxy recover``).
+        Call after the proxy stopped.  Every secret the redactor learned during the run is
+        replaced once more in the whole cassette and its side files (:func:`late_pass`);
+        :attr:`run_facts` and ``extra`` (run-level facts from the caller, e.g. a guard's
+        ``budget`` and ``circuit_breaker``; ``record`` puts ``agent_end`` in :attr:`run_facts`) go to ``meta.extra``, redacted.  ``target(cassette)``
+        may choose another path than the cassette's (e.g. to keep a good cassette when this
+        run failed).  Returns the cassette as written (redacted).  Raises CassetteError when
+        the cassette cannot be written (the journal is kept then, for ``spoolproxy recover``).
         """
         self._closed = True
         self._executor.shutdown(wait=True)
@@ -419,10 +495,19 @@ class Recorder:
         self.journal.close(remove=False)
         cas = read_journal(self.journal.path)
         cas.meta.exit_code = exit_code
-        save(cas, self.path)
+        cas.meta.extra.update(self.run_facts)
+        if extra:
+            cas.meta.extra.update(extra)
+        try:
+            cas = late_pass(cas, self.path, self.redactor)
+        except OSError as exc:  # pragma: no cover - the cassette itself is still written
+            logger.warning("spoolproxy: could not rewrite a side body file: %s", exc)
+        path = target(cas) if target is not None else self.path
+        save(cas, path)
         self.journal.close(remove=True)
-        cas.path = self.path
-        self._prune_side_dir(cas)
+        cas.path = path
+        if path == self.path:
+            self._prune_side_dir(cas)
         return cas
 
     def _prune_side_dir(self, cas: Cassette) -> None:

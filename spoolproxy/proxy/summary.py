@@ -116,14 +116,16 @@ def _usage(obj: Any) -> tuple[int | None, int | None]:
     return None, None
 
 
-def call_facts(it: Interaction) -> tuple[str | None, int, int, bool]:
-    """(model, input tokens, output tokens, streamed) for an LLM call."""
+def call_facts(it: Interaction) -> tuple[str | None, int | None, int | None, bool]:
+    """(model, input tokens, output tokens, streamed) for an LLM call; the token counts are
+    None when the response reported no usage (a stream without a usage event)."""
     req = it.request.json()
     model = req.get("model") if isinstance(req, dict) else None
     if model is None:
         m = _GEMINI_MODEL.search(it.request.url.path)
         model = m.group(1) if m else None
-    tin = tout = 0
+    tin: int | None = None
+    tout: int | None = None
     streamed = False
     resp = it.response
     if resp is not None and resp.body:
@@ -137,6 +139,8 @@ def call_facts(it: Interaction) -> tuple[str | None, int, int, bool]:
             i, o = _usage(ev)
             if i:
                 tin = int(i)
+            elif i is not None and tin is None:
+                tin = 0
             if o is not None:
                 tout = int(o)
     return model, tin, tout, streamed
@@ -150,10 +154,13 @@ class RunSummary:
     calls: Counter = field(default_factory=Counter)  # (provider, model) -> calls
     tokens_in: Counter = field(default_factory=Counter)  # provider -> tokens
     tokens_out: Counter = field(default_factory=Counter)
+    no_usage: Counter = field(default_factory=Counter)  # provider -> answered calls that reported no usage
     http_errors: Counter = field(default_factory=Counter)  # status -> count
     failures: list[str] = field(default_factory=list)
     streams: int = 0
     hosts: Counter = field(default_factory=Counter)
+    websockets: int = 0  # WebSocket sessions
+    websocket_messages: int = 0
 
     def add(self, it: Interaction) -> None:
         """Count one interaction (unredacted bodies are fine: nothing is kept)."""
@@ -166,6 +173,10 @@ class RunSummary:
             ctype = resp.content_type
             if "event-stream" in ctype or "ndjson" in ctype or (resp.chunks and len(resp.chunks) > 1 and "json" not in ctype):
                 self.streams += 1
+        ws = it.extra.get("websocket")
+        if isinstance(ws, dict):
+            self.websockets += 1
+            self.websocket_messages += len(ws.get("messages") or [])
         if it.error is not None:
             self.failures.append(f"{it.error.kind} {it.request.method} {host_port(it)}{it.request.url.path}")
         prov = provider_of(it)
@@ -174,10 +185,12 @@ class RunSummary:
         try:
             model, tin, tout, _ = call_facts(it)
         except Exception:  # a summary must never break a recording
-            model, tin, tout = None, 0, 0
+            model, tin, tout = None, None, None
         self.calls[(prov, model or "?")] += 1
-        self.tokens_in[prov] += tin
-        self.tokens_out[prov] += tout
+        self.tokens_in[prov] += tin or 0
+        self.tokens_out[prov] += tout or 0
+        if tin is None and tout is None and resp is not None and resp.status < 400:
+            self.no_usage[prov] += 1
 
     def lines(self) -> list[str]:
         """The summary as short human lines (no trailing newline)."""
@@ -187,11 +200,15 @@ class RunSummary:
             for (prov, model), n in sorted(self.calls.items()):
                 by_prov.setdefault(prov, []).append(f"{model} x{n}")
             for prov, models in by_prov.items():
+                unknown = self.no_usage[prov]
+                note = f" ({unknown} call{'s' if unknown != 1 else ''} reported no usage: tokens unknown)" if unknown else ""
                 out.append(
-                    f"LLM calls ({prov}): {', '.join(models)}; tokens in {self.tokens_in[prov]}, out {self.tokens_out[prov]}"
+                    f"LLM calls ({prov}): {', '.join(models)}; tokens in {self.tokens_in[prov]}, out {self.tokens_out[prov]}{note}"
                 )
         else:
             out.append("LLM calls: none recognised")
+        if self.websockets:
+            out.append(f"WebSocket sessions: {self.websockets} ({self.websocket_messages} messages)")
         if self.http_errors:
             errs = ", ".join(f"{code} x{n}" for code, n in sorted(self.http_errors.items()))
             out.append(f"HTTP errors: {errs}")

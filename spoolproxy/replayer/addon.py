@@ -11,6 +11,10 @@ to do and then
   under ``realtime``, or a response whose recording failed mid-body is instead routed to the
   in-process :class:`~.streamer.ReplayServer` on 127.0.0.1 and streamed through
   (``flow.response.stream = True``) so the client sees the recorded chunk boundaries;
+* **serve a WebSocket session** (a recorded ``101`` handshake): routed to the in-process
+  :class:`~.wsserver.WsReplayServer`, which completes the handshake and replays the recorded
+  messages in answer to the client's (:mod:`.websocket`); the report entry is amended when the
+  connection ends, so a session the client could not use is never reported as served;
 * **kill**: the recording holds a transport failure and no response: ``flow.kill()``
   closes the client connection;
 * **miss**: a 400 ``x-should-retry: false`` error in the provider's shape (:mod:`.miss`);
@@ -51,6 +55,7 @@ from .fingerprint import MatchOptions
 from .miss import miss_response
 from .session import Decision, PlaybackConfig, PlaybackSession
 from .streamer import HOP_HEADERS, Job, ReplayServer
+from .wsserver import WsReplayServer, serve_websocket
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +63,8 @@ logger = logging.getLogger(__name__)
 META = "spoolproxy.playback"
 #: request bodies above this many bytes are normalised on a worker thread, off the event loop
 INLINE_BODY_MAX = 256 * 1024
+#: flow.metadata key: ``(cassette name, interaction index)`` a served (or killed) flow got
+SERVED = META + ".served"
 
 
 def flow_request(flow: http.HTTPFlow) -> Request:
@@ -81,6 +88,7 @@ class Playback:
         self.session = session
         self._from_options = session is None
         self.streamer = ReplayServer()
+        self.websockets = WsReplayServer()
 
     # -- mitmproxy hooks ------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -138,9 +146,11 @@ class Playback:
     async def running(self) -> None:
         ctx.options.update(connection_strategy="lazy", upstream_cert=False)
         await self.streamer.start()
+        await self.websockets.start()
 
     async def done(self) -> None:
         await self.streamer.stop()
+        await self.websockets.stop()
 
     async def request(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None or flow.error is not None:
@@ -160,7 +170,16 @@ class Playback:
             decision = await asyncio.to_thread(self.session.decide, req)
         else:
             decision = self.session.decide(req)
+        await self.carry_out(flow, decision)
+
+    async def carry_out(self, flow: http.HTTPFlow, decision: Decision) -> None:
+        """Do what ``decision`` (from the session) says with ``flow``: serve, kill, answer a
+        miss (waiting at most :data:`~.explain.MISS_WAIT_S` for its explanation) or leave it
+        to go upstream.  Callers that decide themselves (the fork addon) call this directly."""
         flow.metadata[META] = decision.action
+        if decision.action in ("serve", "kill") and decision.lookup is not None and decision.lookup.entry is not None:
+            entry = decision.lookup.entry  # which recorded interaction this request got (live merges need it)
+            flow.metadata[SERVED] = (entry.name, entry.index)
         if decision.action == "serve":
             self._serve(flow, decision)
         elif decision.action == "kill":
@@ -188,13 +207,13 @@ class Playback:
         """Keep connections to the replay server on loopback even under a catch-all
         ``--connect-to ::HOST:PORT`` rule (which the connect-to addon applied just before)."""
         server = data.server
-        mine = ("127.0.0.1", self.streamer.port)
-        if server.address is None or tuple(server.address[:2]) == mine:
+        mine = {("127.0.0.1", self.streamer.port), ("127.0.0.1", self.websockets.port)}
+        if server.address is None or tuple(server.address[:2]) in mine:
             return
         redirect = ctx.master.addons.get("connectto")
         original = getattr(redirect, "_original", {}).get(server.id) if redirect is not None else None
-        if original is not None and tuple(original[:2]) == mine:
-            server.address = mine
+        if original is not None and tuple(original[:2]) in mine:
+            server.address = tuple(original[:2])
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if flow.metadata.get(META + ".stream") and flow.response is not None:
@@ -211,6 +230,9 @@ class Playback:
         it = entry.interaction
         resp = it.response
         assert resp is not None
+        if resp.status == 101:
+            serve_websocket(flow, decision, self.session, self.websockets)  # type: ignore[arg-type]
+            return
         try:
             body = read_body(entry.cassette, resp)
         except SpoolError as exc:

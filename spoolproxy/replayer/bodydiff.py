@@ -111,7 +111,7 @@ def _clip(s: str, n: int = 200) -> str:
     return s if len(s) <= n else s[:n] + "…"
 
 
-def diff_bodies(recorded_json, actual_json, recorded: bytes, actual: bytes, *, kinds: tuple[str, str] = ("", ""),
+def bounded_diff(recorded_json, actual_json, recorded: bytes, actual: bytes, *, kinds: tuple[str, str] = ("", ""),
                 limit: int | None = 50, budget: Budget | None = None) -> Diff:
     """The bounded explanation of two normalised request bodies: a JSON diff when both are
     JSON, a part-by-part diff when both are multipart, else :func:`diff_raw`.

@@ -164,6 +164,19 @@ def diff_json(recorded: Any, actual: Any, limit: int = MAX_CHANGES) -> list[Chan
     return diff_json_bounded(recorded, actual, limit).changes
 
 
+def diff_bodies(recorded_json: Any, actual_json: Any, recorded: bytes, actual: bytes,
+                limit: int | None = MAX_CHANGES) -> list[Change]:
+    """Differences between two normalised request bodies as a plain list: a JSON diff when
+    both are JSON, part by part for two multipart bodies, else one ``$`` change (a bounded
+    line diff for short text, length + hash excerpts otherwise).  See
+    :func:`~.bodydiff.bounded_diff` for time budgets and the reason a list was cut."""
+    from .bodydiff import BOUNDARY, bounded_diff
+
+    both_multipart = recorded.startswith(BOUNDARY) and actual.startswith(BOUNDARY)
+    kinds = ("multipart", "multipart") if both_multipart else ("", "")
+    return bounded_diff(recorded_json, actual_json, recorded, actual, kinds=kinds, limit=limit).changes
+
+
 def line_diff(recorded: str, actual: str, context: int = 1) -> list[str]:
     """A unified line diff (``-`` recorded, ``+`` actual) without the file header lines,
     bounded: only the lines between the common head and tail go to difflib (at most

@@ -24,7 +24,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from .bodydiff import diff_bodies
+from .bodydiff import bounded_diff
 from .diff import MAX_CHANGES, Budget
 from .fingerprint import Normalized
 from .index import Index, Lookup
@@ -93,8 +93,8 @@ class Explainer:
         with lock:
             outcome.nearest = lookup.nearest.ref() if lookup.nearest is not None else outcome.nearest
             outcome.reasons = reasons + [r for r in outcome.reasons if r not in reasons]
-            outcome.differences = kept
-            outcome.suggestions = lookup.suggestions
+            outcome.differences = [*kept, *outcome.differences]  # keep what serving added (a WebSocket session)
+            outcome.suggestions = [*lookup.suggestions, *(x for x in outcome.suggestions if x not in lookup.suggestions)]
             outcome.suggestion_verified = lookup.verified
             outcome.detail_files = files
 
@@ -109,7 +109,7 @@ class Explainer:
             out = []
             for side, norm in (("recorded", r), ("actual", a)):
                 out.append(self._body_file(self.diff_dir / f"{stem}-{side}", norm))
-            d = diff_bodies(r.body_json, a.body_json, r.body, a.body, kinds=(r.body_kind, a.body_kind), limit=None,
+            d = bounded_diff(r.body_json, a.body_json, r.body, a.body, kinds=(r.body_kind, a.body_kind), limit=None,
                             budget=Budget(DIFF_DIR_BUDGET_S))
             doc = {"differences": [c.model_dump(mode="json") for c in d.changes], "cut": d.cut}
             p = self.diff_dir / f"{stem}-diff.json"

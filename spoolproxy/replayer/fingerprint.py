@@ -3,13 +3,15 @@
 A live request and a recorded one are compared through their :class:`Normalized` views,
 built the same way on both sides:
 
-1. the :class:`~spoolproxy.cassettes.Redactor` runs over the URI and body, so a real key in
-   the live request looks like the placeholder stored in the cassette;
+1. the :class:`~spoolproxy.cassettes.Redactor` (stateless) runs over the URI and body, so a
+   real key in the live request looks like the placeholder stored in the cassette;
 2. every redaction placeholder (``REDACTED-openai-key-1a2b3c4d``, bare ``REDACTED``,
    :data:`~spoolproxy.cassettes.redact.PLACEHOLDER_RE`) becomes the wildcard ``REDACTED``,
    so two different keys never cause a miss; a query parameter whose whole value is a
    placeholder (``?key=...``) is left out, so a cassette recorded with the parameter
-   filtered out still matches;
+   filtered out still matches; a wildcard the live request cannot produce by itself (a
+   secret the recording recognised elsewhere in its run: in a URL path, in a prompt) is
+   matched by :func:`wildcard_match` when the exact look-up fails;
 3. ``--normalize REGEX`` matches are replaced by ``<normalized>`` (in JSON string values,
    query values and other text bodies);
 4. ``--ignore-json-path PATH`` values are replaced by ``<ignored>`` (the structure stays);
@@ -185,16 +187,20 @@ class Normalized:
 
 
 class Fingerprinter:
-    """Builds :class:`Normalized` views under one :class:`MatchOptions`.  Thread-safe (no state).
+    """Builds :class:`Normalized` views under one :class:`MatchOptions`.  Thread-safe (no
+    state: its redactor remembers nothing, so a view depends on the request alone).
 
     Raises UsageError for an invalid ``--ignore-json-path`` or ``--normalize`` regex.
     """
 
     def __init__(self, options: MatchOptions | None = None, redactor: Redactor | None = None) -> None:
         self.options = options or MatchOptions()
+        # stateless: a request's view must not depend on the requests seen before it
         self.redactor = redactor or Redactor(
-            extra_headers=self.options.redact_headers, extra_patterns=self.options.redact_patterns
+            extra_headers=self.options.redact_headers, extra_patterns=self.options.redact_patterns, remember=False
         )
+        #: remembers the credentials live requests carried (:meth:`observe`), for what reports show
+        self.learner = Redactor(extra_headers=self.options.redact_headers, extra_patterns=self.options.redact_patterns)
         self._paths = [parse_json_path(p) for p in self.options.ignore_json_paths]
         self._regexes: list[re.Pattern[str]] = []
         for rx in self.options.normalize:
@@ -208,6 +214,15 @@ class Fingerprinter:
             r.name: (tuple(re.compile(x) for x in r.normalize), tuple(parse_json_path(p) for p in r.ignore_json_paths))
             for r in self.rules.rules
         }
+
+    def observe(self, req: Request) -> None:
+        """Remember the credentials a live request carries (headers, query), so a report's
+        URIs hide them also where the rules alone cannot tell (a key in a URL path)."""
+        self.learner.learn_request(req)
+
+    def display_uri(self, uri: str) -> str:
+        """``uri`` as reports show it: redacted, including every credential observed so far."""
+        return self.learner.uri(uri)
 
     # -- text ------------------------------------------------------------------------
     def text(self, s: str, extra: tuple[re.Pattern[str], ...] = ()) -> str:
@@ -311,7 +326,7 @@ class Fingerprinter:
             (k, t) for k, v in parse_qsl(parts.query, keep_blank_values=True) if (t := self.text(v)) != WILDCARD
         ))
         host = (parts.hostname or "").lower()
-        path = parts.path or "/"
+        path = PLACEHOLDER_RE.sub(WILDCARD, parts.path) or "/"  # a secret in the path (a webhook URL)
         rules = self.rules.for_request(req.method, host, path)
         kind, canon, value, stream = self._body(req.body, req.header("content-type") or "", rules)
         if stream is None and kind != "ignored":
@@ -340,6 +355,26 @@ class Fingerprinter:
             optional=any(r.optional for r in rules),
             rules=tuple(r.name for r in rules),
         )
+
+
+def wildcard_match(recorded: bytes, live: bytes) -> bool:
+    """True when ``live`` equals ``recorded`` with every :data:`WILDCARD` standing for one
+    or more characters (a secret the recording redacted and the live request still holds).
+    Linear time: the literal pieces between wildcards are found left to right."""
+    w = WILDCARD.encode()
+    if w not in recorded:
+        return recorded == live
+    pieces = recorded.split(w)
+    first, last = pieces[0], pieces[-1]
+    if not live.startswith(first) or not live.endswith(last) or len(live) < len(first) + len(last) + len(pieces) - 1:
+        return False
+    pos, end = len(first), len(live) - len(last)
+    for piece in pieces[1:-1]:
+        found = live.find(piece, pos + 1, end) if piece else pos + 1
+        if found < 0:
+            return False
+        pos = found + len(piece)
+    return end >= pos + 1
 
 
 def _boundary(ctype: str, body: bytes) -> bytes | None:

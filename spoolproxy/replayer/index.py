@@ -7,12 +7,19 @@ Two dictionaries over the loaded cassettes, each mapping a key to a deque of
   ``--match-header`` values) → identical requests get successive recorded responses;
 * ``by_url``: method, URL and the **stream flag** (:attr:`~.fingerprint.Normalized.stream`
   of the live request, False when it does not say; for a recorded request that does not say,
-  whether its recorded response was a stream), vcrpy's default ``match_on`` made safe: the fallback that serves an unused interaction
-  with the same method and URL as a *divergence*, never a stream to a request that did not
-  ask for one or the reverse.  Among the first :data:`NEAREST_CANDIDATES` unused candidates
+  whether its recorded response was a stream), vcrpy's default ``match_on`` made safe: the
+  fallback that serves an unused interaction with the same method and URL as a
+  *divergence*, never a stream to a request that did not ask for one or the reverse.  Among the first :data:`NEAREST_CANDIDATES` unused candidates
   it picks the one whose body is nearest (fewest differing JSON leaf paths; on a tie, one
   from the cassette served last, else the earliest), so drifted requests in a pooled
   directory find their own test's recording.
+
+Between the exact look-up and the fallback, a recorded request holding a redaction
+wildcard that the live request cannot reproduce by itself (the recording recognised that
+secret elsewhere in its run: a password in a prompt, a token in a URL path) still matches
+exactly when the live request is the same with something in each wildcard's place
+(:func:`~.fingerprint.wildcard_match`); only entries with a wildcard are tried, in recorded
+order.
 
 Served entries are removed lazily, so every look-up costs O(1) amortised whatever the
 cassette size (the nearest-body choice looks at a bounded number of candidates within
@@ -32,9 +39,9 @@ from typing import Iterable, Literal
 
 from ..cassettes.model import Cassette, Interaction, Request
 from . import matchers
-from .bodydiff import diff_bodies
+from .bodydiff import bounded_diff
 from .diff import MAX_CHANGES, Budget, Change, distance, suggest
-from .fingerprint import Fingerprinter, Normalized
+from .fingerprint import WILDCARD, Fingerprinter, Normalized, wildcard_match
 from .report import RecordedRef
 
 MatchMode = Literal["default", "exact"]
@@ -124,6 +131,7 @@ class Index:
         self._by_url: dict[tuple, deque[Entry]] = {}
         self._by_endpoint: dict[tuple, list[Entry]] = {}
         self._by_host: dict[str, list[Entry]] = {}
+        self._wild_by_host: dict[str, list[Entry]] = {}
         self._last_exact: dict[tuple, Entry] = {}
         self._last_url: dict[tuple, Entry] = {}
         self._cut: dict[tuple, deque[Entry]] = {}  # (url_key, full size) -> uploads cut by an early response
@@ -147,6 +155,8 @@ class Index:
                 full = _cut_size(it)
                 if full is not None:
                     self._cut.setdefault((norm.url_key, full), deque()).append(e)
+                if WILDCARD in norm.path or WILDCARD.encode() in norm.body:
+                    self._wild_by_host.setdefault(norm.host, []).append(e)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -167,6 +177,7 @@ class Index:
         :data:`INLINE_EXPLAIN_S`); the playback session passes False and explains later,
         off the request path.
         """
+        self.fp.observe(request)
         actual = self.fp.normalize(request)
         exact = actual.key
         fallback = actual.fallback_key(bool(actual.stream))
@@ -175,6 +186,8 @@ class Index:
         with self._lock:
             entry = self._pop(self._exact.get(exact))
             outcome = "exact"
+            if entry is None:
+                entry = self._wildcard(actual)
             if entry is None and self._cut:
                 entry = self._cut_match(request, actual)
             if entry is None and self.match == "default":
@@ -190,7 +203,7 @@ class Index:
                 self._last_cassette = entry.cassette
                 self._last_exact[entry.norm.key] = entry
                 self._last_url[entry.norm.fallback_key(_recorded_flag(entry))] = entry
-        display = self.fp.redactor.uri(request.uri)
+        display = self.fp.display_uri(request.uri)
         if entry is None:
             result = Lookup("optional" if actual.optional else "miss", request, actual, display_uri=display)
         else:
@@ -236,6 +249,18 @@ class Index:
             if key(e, d) < key(best, best_d):
                 best, best_d = e, d
         return best, len(cands)
+
+    def _wildcard(self, actual: Normalized) -> Entry | None:
+        """The first unused recorded entry that equals ``actual`` but for wildcards in its path
+        or body (see the module docstring); marked served by the caller.  Holds the lock."""
+        for e in self._wild_by_host.get(actual.host, ()):
+            r = e.norm
+            if e.served or (r.method, r.scheme, r.port, r.query, r.headers) != (
+                    actual.method, actual.scheme, actual.port, actual.query, actual.headers):
+                continue
+            if wildcard_match(r.path.encode(), actual.path.encode()) and wildcard_match(r.body, actual.body):
+                return e
+        return None
 
     def _cut_match(self, request: Request, actual: Normalized) -> Entry | None:
         """An unused recorded upload that an early response cut (``request_body.truncated``)
@@ -283,7 +308,7 @@ class Index:
         a, r = result.actual, rec.norm
         result.reasons = matchers.explain(r, a)
         if r.fingerprint != a.fingerprint:
-            d = diff_bodies(r.body_json, a.body_json, r.body, a.body, kinds=(r.body_kind, a.body_kind),
+            d = bounded_diff(r.body_json, a.body_json, r.body, a.body, kinds=(r.body_kind, a.body_kind),
                             limit=limit, budget=budget)
             result.changes, result.cut = d.changes, d.cut
             result.suggestions = suggest(d.changes)

@@ -4,22 +4,27 @@
 it passes a flow on only when the playback addon (earlier in the chain) decided ``live``,
 so replayed flows are never recorded.  The recorder journals into a sibling file
 ``<cassette stem>.live.yaml``; :meth:`LiveRecorder.finish` then writes the cassette
-atomically as the original interactions (minus those of ``--live`` hosts, which the new
-recording replaces) followed by the new ones, and removes the sibling.  In mode ``all`` (or
-``once`` on a new cassette) the new interactions replace the file's content.
+atomically and removes the sibling.  With ``--live`` hosts the cassette becomes this run in
+wire order: the original interactions (minus those of the live hosts, which the new
+recording replaces) and the new ones merged by when their request started in this run (a
+replayed interaction gets the time it was served as its ``started_at``; one not served
+stays after the interaction before it), so a tool call never lands before the model turn
+that asked for it.  ``new_episodes`` appends the new interactions, as vcrpy does.  In mode
+``all`` (or ``once`` on a new cassette) the new interactions replace the file's content.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import inspect
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
 from ..cassettes import load, save
-from ..cassettes.model import Cassette
+from ..cassettes.model import Cassette, Interaction
 from ..cassettes.redact import Redactor
-from .addon import META
+from .addon import META, SERVED
 
 
 async def _maybe(result):
@@ -45,6 +50,7 @@ class LiveRecorder:
         self.live_globs = tuple(g.lower() for g in live_globs)
         tmp = self.target.with_name(f"{self.target.stem}.live{self.target.suffix or '.yaml'}")
         self.recorder = Recorder(tmp, redactor=redactor, meta=meta)
+        self.served_at: dict[tuple[str, int], float] = {}  # (cassette name, index) -> first served (epoch s)
 
     def _live(self, flow) -> bool:
         return flow.metadata.get(META) == "live"
@@ -63,6 +69,8 @@ class LiveRecorder:
         if self._live(flow):
             await _maybe(self.recorder.requestheaders(flow))
             await _maybe(self.recorder.request(flow))
+        elif flow.metadata.get(SERVED) is not None:
+            self.served_at.setdefault(tuple(flow.metadata[SERVED]), flow.request.timestamp_start)
 
     async def responseheaders(self, flow) -> None:
         if self._live(flow):
@@ -76,13 +84,22 @@ class LiveRecorder:
         if self._live(flow):
             await _maybe(self.recorder.error(flow))
 
+    async def websocket_message(self, flow) -> None:
+        if self._live(flow):
+            await _maybe(self.recorder.websocket_message(flow))
+
+    async def websocket_end(self, flow) -> None:
+        if self._live(flow):
+            await _maybe(self.recorder.websocket_end(flow))
+
     async def done(self) -> None:
         await _maybe(self.recorder.done())
 
     # -- the end ---------------------------------------------------------------------------
-    def finish(self, exit_code: int | None = None) -> tuple[Path, int]:
-        """Merge the live recording into the cassette; returns (path, new interactions)."""
-        new = self.recorder.finish(exit_code=exit_code)
+    def finish(self, exit_code: int | None = None, extra: dict | None = None) -> tuple[Path, int]:
+        """Merge the live recording into the cassette; returns (path, new interactions).
+        ``extra``: run-level facts for ``meta.extra`` (a guard's budget and stop)."""
+        new = self.recorder.finish(exit_code=exit_code, extra=extra)
         tmp = self.recorder.path
         if self.replace_all or not self.target.exists():
             merged = Cassette(interactions=new.interactions, meta=new.meta)
@@ -92,9 +109,17 @@ class LiveRecorder:
                 it for it in old.interactions
                 if not any(fnmatch.fnmatchcase(it.request.host.lower(), g) for g in self.live_globs)
             ]
-            merged = Cassette(interactions=[*keep, *new.interactions], meta=old.meta, source_format=old.source_format)
+            if self.live_globs:  # the cassette becomes this run: its order, its exit status
+                meta = old.meta.model_copy(update={"exit_code": exit_code,
+                                                   "extra": {k: v for k, v in old.meta.extra.items() if k != "agent_end"}})
+                merged = Cassette(interactions=self._wire_order(old, keep, new.interactions), meta=meta,
+                                  source_format=old.source_format)
+            else:  # new_episodes: appended, as vcrpy does
+                merged = Cassette(interactions=[*keep, *new.interactions], meta=old.meta, source_format=old.source_format)
             if old.source_format != "spoolproxy":
                 merged.meta.recorder = merged.meta.recorder or "spoolproxy"
+        if extra and merged.meta is not new.meta:
+            merged.meta.extra.update(new.meta.extra)
         if new.interactions or self.replace_all:
             save(merged, self.target)
         try:
@@ -102,3 +127,35 @@ class LiveRecorder:
         except FileNotFoundError:
             pass
         return self.target, len(new.interactions)
+
+    def _wire_order(self, old: Cassette, keep: list[Interaction], new: list[Interaction]) -> list[Interaction]:
+        """``keep`` (old interactions, in file order) and ``new`` merged by when each request
+        started in this run (see the module docstring)."""
+        mine = _same_file(old.path, self.target)
+        served = {i: ts for (name, i), ts in self.served_at.items() if mine(name)}
+        index = {id(it): i for i, it in enumerate(old.interactions)}
+        rows: list[tuple[float, int, int, Interaction]] = []
+        last = float("-inf")
+        for pos, it in enumerate(keep):
+            at = served.get(index[id(it)])
+            if at is not None:
+                it = it.model_copy(update={"started_at": datetime.fromtimestamp(at, timezone.utc)})
+                last = at
+            rows.append((last, 0, pos, it))
+        for pos, it in enumerate(new):
+            at = it.started_at.timestamp() if it.started_at is not None else float("inf")
+            rows.append((at, 1, pos, it))
+        rows.sort(key=lambda r: r[:3])
+        return [r[3] for r in rows]
+
+
+def _same_file(loaded: Path | None, target: Path):
+    """A predicate: does a cassette name from the playback index denote ``target``?"""
+    want = {str(target), str(Path(target).resolve())}
+    if loaded is not None:
+        want |= {str(loaded), str(Path(loaded).resolve())}
+
+    def check(name: str) -> bool:
+        return name in want or str(Path(name).resolve()) in want
+
+    return check

@@ -26,6 +26,8 @@ from ..errors import SpoolError
 from .diff import Change
 
 Outcome = Literal["exact", "divergence", "miss", "optional", "live"]
+#: ``method`` of report entries for network access blocked by ``--isolate`` (see :mod:`.blocked`)
+BLOCKED_METHODS = ("DNS", "CONNECT")
 
 #: body differences kept in one report (later requests keep their reasons and suggestions)
 MAX_REPORT_CHANGES = 1000
@@ -86,7 +88,7 @@ class RequestOutcome(BaseModel):
             lines.append(f"  served {self.served.label()}" + (" again (--allow-repeats)" if self.repeat else ""))
         if self.nearest is not None:
             lines.append(f"  nearest recorded request: {self.nearest.label()}")
-        elif self.outcome == "miss":
+        elif self.outcome == "miss" and self.method not in BLOCKED_METHODS:
             lines.append("  no recorded request for this host")
         lines += [f"  {r}" for r in self.reasons if not r.startswith("body:") or not self.differences]
         for c in self.differences:
@@ -191,15 +193,20 @@ class PlaybackReport(BaseModel):
             requests=reqs, unused=[*self.unused, *other.unused],
         )
 
-    def write(self, path: str | Path) -> Path:
+    def write(self, path: str | Path, redactor=None) -> Path:
         """Write the report as JSON atomically.  Raises SpoolError when it cannot be written.
 
-        Request data in the report was redacted before matching, so no secret is written.
+        Request data in the report was redacted before matching; ``redactor`` (a
+        :class:`~spoolproxy.cassettes.redact.Redactor` that knows the run's secrets) is
+        applied to the whole text on top.
         """
         p = Path(path)
+        text = self.model_dump_json(indent=2)
+        if redactor is not None:
+            text = redactor.text(text)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(p, self.model_dump_json(indent=2) + "\n")
+            atomic_write(p, text + "\n")
         except OSError as exc:
             raise SpoolError(f"cannot write report {p}: {exc.strerror}; choose another --report path") from None
         return p

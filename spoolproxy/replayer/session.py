@@ -227,12 +227,32 @@ class PlaybackSession:
             decision.outcome.outcome = "miss"
             decision.outcome.reasons.append(f"could not serve the recorded response: {reason}")
 
+    def amend(self, decision: Decision, *, outcome: str | None = None, reasons: Iterable[str] = (),
+              differences: Iterable = (), suggestions: Iterable[str] = (), warnings: Iterable[str] = ()) -> None:
+        """Update the report entry of a served ``decision`` once serving it has finished (a
+        WebSocket session ends): a worse ``outcome`` (exact < divergence < miss) replaces the
+        current one; reasons, differences (:class:`~.diff.Change`), suggested flags and warnings
+        are added."""
+        out = decision.outcome
+        if out is None:
+            return
+        rank = {"exact": 0, "divergence": 1, "miss": 2}
+        with self._lock:
+            if outcome in rank and rank[outcome] > rank.get(out.outcome, 0):
+                out.outcome = outcome  # type: ignore[assignment]
+                if outcome == "miss" and out.nearest is None:
+                    out.nearest = out.served  # what the client could not use, not "no recorded request"
+            out.reasons += list(reasons)
+            out.differences += list(differences)
+            out.suggestions += [s for s in suggestions if s not in out.suggestions]
+            out.warnings += list(warnings)
+
     def _add_live(self, request: Request) -> None:
         with self._lock:
             self._outcomes.append(
                 RequestOutcome(
                     seq=len(self._outcomes) + 1, outcome="live", method=request.method,
-                    uri=self.fingerprinter.redactor.uri(request.uri),
+                    uri=self.fingerprinter.display_uri(request.uri),
                 )
             )
 

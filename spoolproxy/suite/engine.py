@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..cassettes.model import Cassette, CassetteMeta
+from ..cassettes.redact import Redactor
 from ..errors import SpoolError
 from ..proxy.child import child_env
 from ..proxy.recorder import Recorder
@@ -83,6 +84,14 @@ class PlayAndRecord:
         if self.recorder is not None:
             await _call(self.recorder.error, flow)
 
+    def websocket_message(self, flow) -> None:
+        if self.recorder is not None:
+            self.recorder.websocket_message(flow)
+
+    async def websocket_end(self, flow) -> None:
+        if self.recorder is not None:
+            await _call(self.recorder.websocket_end, flow)
+
 
 async def _call(hook, *args) -> None:
     """Call a mitmproxy hook that may be sync or async."""
@@ -142,10 +151,17 @@ class Engine:
 
     def play(self, argv: Sequence[str], *, cwd: Path, cassette: Path, artifact: Path, match: str = "exact",
              live: Sequence[str] = (), timeout_s: float = 300.0, meta: CassetteMeta | None = None,
-             env: dict[str, str] | None = None, options: MatchOptions | None = None) -> PlayResult:
+             env: dict[str, str] | None = None, options: MatchOptions | None = None,
+             isolate: bool = False, redactor: Redactor | None = None) -> PlayResult:
         """Run ``argv`` in ``cwd`` with every request served from ``cassette`` (hosts matching
         ``live`` globs go upstream) and record the run to ``artifact``.  ``options``: what
         matching ignores or normalises (see :class:`~spoolproxy.replayer.fingerprint.MatchOptions`).
+        ``isolate``: run it in a network namespace where only the proxy is reachable
+        (:mod:`spoolproxy.proxy.isolate`; the caller checks that the platform allows it); what it
+        tried to reach around the proxy is added to the report as misses.
+        ``redactor``: redacts the artifact (and learns the run's secrets, for the caller's
+        reports); a fresh default one when None.  Either way it first learns the secret
+        variables (``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``) of the child's environment.
 
         Raises SpoolError when the cassette is bad, the proxy cannot start, or the command
         cannot be started (not found / not executable).
@@ -154,22 +170,39 @@ class Engine:
         session = PlaybackSession(PlaybackConfig(cassettes=[shown], match=match, live=tuple(live),
                                                  options=options or MatchOptions()))  # type: ignore[arg-type]
         runner = self._ensure()
-        recorder = Recorder(artifact, meta=meta or CassetteMeta(recorder="spoolproxy test", record_mode="none"))
+        redactor = redactor or Redactor()
+        redactor.learn_env(env if env is not None else os.environ)  # the child's *_API_KEY etc.: known from the start
+        recorder = Recorder(artifact, meta=meta or CassetteMeta(recorder="spoolproxy test", record_mode="none"),
+                            redactor=redactor)
         recorder.open()
         errors_before = len(runner.addon_errors)
         runner.call(self._attach, session, recorder)
         timed_out = False
+        isolation = None
         try:
             child = child_env(runner.proxy_url, runner.ca.bundle, base=env if env is not None else os.environ,
                               ca_cert=runner.ca.cert)
-            code, output, timed_out = _run(argv, cwd, child, timeout_s)
+            if isolate:
+                from ..proxy.isolate import Isolation
+
+                isolation = Isolation([(runner.connect_host, runner.port)])
+                with isolation:
+                    code, output, timed_out = _run(argv, cwd, child, timeout_s, isolation)
+            else:
+                code, output, timed_out = _run(argv, cwd, child, timeout_s)
         except BaseException:
             runner.call(self._detach)
             _discard(recorder, artifact)
             raise
         runner.call(self._detach)
         recorded = recorder.finish(code)
-        return PlayResult(code, recorded, session.report(), output, timed_out, runner.addon_errors[errors_before:])
+        redactor.absorb(session.fingerprinter.learner)  # for the caller's reports
+        report = session.report()
+        if isolation is not None:
+            from ..replayer.blocked import add_blocked
+
+            add_blocked(report, isolation.attempts)
+        return PlayResult(code, recorded, report, output, timed_out, runner.addon_errors[errors_before:])
 
     def _attach(self, session: PlaybackSession, recorder: Recorder) -> None:
         assert self.addon is not None
@@ -178,18 +211,25 @@ class Engine:
 
     async def _detach(self) -> None:
         assert self.addon is not None
+        await self.addon.playback.websockets.drain()  # WebSocket sessions amend the report when they end
         recorder, self.addon.recorder = self.addon.recorder, None
         if recorder is not None:
             await _call(recorder.done)
 
 
-def _run(argv: Sequence[str], cwd: Path, env: dict[str, str], timeout_s: float) -> tuple[int | None, str, bool]:
-    """(exit status, combined output, timed out) of the child; SpoolError when it cannot start."""
+def _run(argv: Sequence[str], cwd: Path, env: dict[str, str], timeout_s: float,
+         isolation=None) -> tuple[int | None, str, bool]:
+    """(exit status, combined output, timed out) of the child, run in ``isolation`` when given;
+    SpoolError when it cannot start."""
     try:
         proc = subprocess.run(list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=timeout_s)
+                              stderr=subprocess.STDOUT, timeout=timeout_s,
+                              preexec_fn=isolation.preexec if isolation is not None else None)
     except subprocess.TimeoutExpired as exc:
         return None, (exc.stdout or b"").decode("utf-8", "replace"), True
+    except subprocess.SubprocessError as exc:
+        why = isolation.failure() if isolation is not None else None
+        raise SpoolError(f"cannot start {argv[0]} (cwd {cwd}): {why or exc}", exit_code=126) from None
     except FileNotFoundError:
         raise SpoolError(f"command not found: {argv[0]} (cwd {cwd}); fix command.argv or install it",
                          exit_code=127) from None
@@ -204,11 +244,12 @@ def _run(argv: Sequence[str], cwd: Path, env: dict[str, str], timeout_s: float) 
 def play_and_record(argv: Sequence[str], *, cwd: Path, cassette: Path, artifact: Path, match: str = "exact",
                     live: Sequence[str] = (), connect_to: Sequence[str] = (), upstream_ca: Path | None = None,
                     timeout_s: float = 300.0, meta: CassetteMeta | None = None,
-                    env: dict[str, str] | None = None, options: MatchOptions | None = None) -> PlayResult:
+                    env: dict[str, str] | None = None, options: MatchOptions | None = None,
+                    isolate: bool = False) -> PlayResult:
     """One artifact run with its own proxy (see :meth:`Engine.play`)."""
     with Engine(connect_to=connect_to, upstream_ca=upstream_ca) as engine:
         return engine.play(argv, cwd=cwd, cassette=cassette, artifact=artifact, match=match, live=live,
-                           timeout_s=timeout_s, meta=meta, env=env, options=options)
+                           timeout_s=timeout_s, meta=meta, env=env, options=options, isolate=isolate)
 
 
 def _discard(recorder: Recorder, artifact: Path) -> None:

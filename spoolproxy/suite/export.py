@@ -98,8 +98,12 @@ def signature_key(signature: list[SignatureFinding]) -> tuple:
 
 def export(cassettes: list[Path], suite_dir: Path, *, cmd: str | None = None, cwd: str | None = None,
            status: Status = "pending", force: bool = False, assertions: Assertions | None = None,
-           analyze=None, dedup: bool = False) -> list[ExportResult]:
+           analyze=None, dedup: bool = False, passing: bool = False) -> list[ExportResult]:
     """Write one case per failing cassette into ``suite_dir``; returns one result per cassette.
+
+    ``passing``: export runs the detectors pass too (a fixed run saved as a regression test,
+    e.g. a fork; its ``assertions`` say what it must keep doing).  A fork's parent (its
+    ``forked_from``) becomes the case's ``failing_cassette``.
 
     ``cmd`` (a shell-style string) overrides the recorded command; ``force`` overwrites
     existing case files (else they are skipped); a cassette counts as exported when a case
@@ -125,8 +129,9 @@ def export(cassettes: list[Path], suite_dir: Path, *, cmd: str | None = None, cw
         try:
             cas = load(path)
             report = analyze(cas)
-            if report.verdict != "fail":
-                results.append(ExportResult(path, "skipped", "run passes (no error-level finding): nothing to export"))
+            if report.verdict != "fail" and not passing:
+                results.append(ExportResult(path, "skipped", "run passes (no error-level finding): nothing to export "
+                                                             "(--passing saves a passing run as a test)"))
                 continue
             previous = existing.get(relative_to(path, root))
             if previous and not force:
@@ -142,13 +147,17 @@ def export(cassettes: list[Path], suite_dir: Path, *, cmd: str | None = None, cw
             target = suite_dir / f"{name}.yaml"
             case = build_case(cas, path, root, report, name=name, cmd=argv, cwd=cwd, status=status,
                               assertions=assertions)
+            parent = cas.meta.extra.get("forked_from")
+            if report.verdict != "fail" and isinstance(parent, str) and (path.parent / parent).is_file():
+                case = case.model_copy(update={"failing_cassette": relative_to(path.parent / parent, root)})
             _ensure_suite_dir(suite_dir)
             save_case(case, target)
             taken.add(name)
             if dedup:
                 known[signature_key(case.signature)] = name
             kinds = ", ".join(case.signature_kinds)
-            results.append(ExportResult(path, "written", f"{status}; signature: {kinds}", target, case))
+            what = f"signature: {kinds}" if kinds else "a passing run"
+            results.append(ExportResult(path, "written", f"{status}; {what}", target, case))
         except SpoolError as exc:
             results.append(ExportResult(path, "error", str(exc)))
     return results

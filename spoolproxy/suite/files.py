@@ -74,6 +74,9 @@ def case_document(case: Case) -> dict:
     for f in doc["signature"]:
         if not f.get("interactions"):
             f.pop("interactions", None)
+    checks = [{k: v for k, v in c.items() if v not in ({}, [], None)} for c in doc.pop("checks", [])]
+    if checks:
+        doc["checks"] = checks
     return doc
 
 

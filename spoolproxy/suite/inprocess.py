@@ -86,7 +86,11 @@ def record_block(cassette: str | Path, *, connect_to: Sequence[str] = (), upstre
     """
     from ..proxy.recorder import Recorder
 
-    recorder = Recorder(cassette, meta=CassetteMeta(recorder="spoolproxy pytest", record_mode="all"))
+    from ..cassettes.redact import Redactor
+
+    redactor = Redactor()
+    redactor.learn_env(os.environ)  # the test process's *_API_KEY/*_TOKEN/*_SECRET: never in the cassette
+    recorder = Recorder(cassette, meta=CassetteMeta(recorder="spoolproxy pytest", record_mode="all"), redactor=redactor)
     def finish(session: BlockSession) -> None:
         session.cassette = recorder.finish()
 

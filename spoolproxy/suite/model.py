@@ -25,6 +25,9 @@ A case file (``spool/<name>.yaml``)::
       final_answer_matches: "RF-\\d+"
       tools_called: [create_refund]
       max_llm_calls: 4
+      max_tool_calls: 6
+    checks:                        # optional: user checks for this case, as [[checks]] in spoolproxy.toml
+      - {name: refund-within-total, command: "python checks/refund_total.py", severity: error}
 
 Paths (``command.cwd``, ``cassette``) are relative to the project root: the nearest
 directory above the suite holding ``spoolproxy.toml``, ``pyproject.toml`` or ``.git``
@@ -41,6 +44,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..checks.spec import CheckSpec
 from ..errors import SpoolError
 
 Status = Literal["pending", "confirmed", "rejected"]
@@ -84,6 +88,7 @@ class Assertions(_Strict):
     ``final_answer_matches``: a Python regex searched in the final answer.
     ``tools_called``: each named tool is called at least once.
     ``max_llm_calls``: at most this many LLM requests.
+    ``max_tool_calls``: at most this many tool calls asked for by the model.
     """
 
     signature_absent: bool = True
@@ -91,6 +96,7 @@ class Assertions(_Strict):
     final_answer_matches: str | None = None
     tools_called: list[str] = Field(default_factory=list)
     max_llm_calls: int | None = Field(default=None, ge=0)
+    max_tool_calls: int | None = Field(default=None, ge=0)
 
     @field_validator("final_answer_contains", mode="before")
     @classmethod
@@ -158,6 +164,7 @@ class Case(_Strict):
     match_options: CaseMatchOptions = Field(default_factory=CaseMatchOptions)
     signature: list[SignatureFinding] = Field(default_factory=list)
     assertions: Assertions = Field(default_factory=Assertions)
+    checks: list[CheckSpec] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod

@@ -36,7 +36,8 @@ class CaseResult:
     ``explanation`` is one line; ``details`` extra lines (findings, near-miss diffs);
     ``artifact`` the cassette recorded during the run; ``report`` its playback report JSON;
     ``duration_s`` wall time in seconds; ``status`` the case's status (skipped cases are
-    reported with ``outcome`` None).
+    reported with ``outcome`` None); ``runs`` / ``passed_runs``: how often the case ran
+    (``spoolproxy test --repeat``) and how many of those runs passed.
     """
 
     name: str
@@ -54,6 +55,16 @@ class CaseResult:
     pinned: Path | None = None
     baseline: str | None = None
     regression: bool = False
+    runs: int = 1
+    passed_runs: int | None = None
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Passed runs over runs (None for a case that did not run)."""
+        if self.outcome is None:
+            return None
+        passed = self.passed_runs if self.passed_runs is not None else int(self.outcome == "passes")
+        return passed / max(self.runs, 1)
 
     def to_json(self) -> dict:
         """A JSON-ready dict (paths as strings)."""
@@ -67,6 +78,7 @@ class CaseResult:
             "findings": [f.model_dump() for f in self.findings],
             "pinned": str(self.pinned) if self.pinned else None,
             "baseline": self.baseline, "regression": self.regression,
+            "runs": self.runs, "passed_runs": self.passed_runs, "pass_rate": self.pass_rate,
         }
 
 
@@ -78,7 +90,35 @@ def result_from_json(d: dict) -> CaseResult:
         details=list(d.get("details") or []), case_path=path(d.get("case")), cassette=d.get("cassette"),
         artifact=path(d.get("artifact")), report=path(d.get("report")), exit_code=d.get("exit_code"),
         duration_s=float(d.get("duration_s") or 0.0), findings=[Finding.model_validate(f) for f in d.get("findings") or []],
-        pinned=path(d.get("pinned")))
+        pinned=path(d.get("pinned")), runs=int(d.get("runs") or 1), passed_runs=d.get("passed_runs"))
+
+
+def suite_pass_rate(results) -> tuple[int, int]:
+    """(passed runs, runs) over the cases that ran; a case that could not run (``error``)
+    counts as its runs failed."""
+    passed = runs = 0
+    for r in results:
+        if r.outcome is None:
+            continue
+        runs += max(r.runs, 1)
+        passed += r.passed_runs if r.passed_runs is not None else int(r.outcome == "passes")
+    return passed, runs
+
+
+def pass_rate_line(results, fail_under: float | None = None) -> str | None:
+    """``pass rate: 8/9 runs (89%, 95% CI 57-98%)`` plus the ``--fail-under`` result, or
+    None when no case ran."""
+    from ..fix.stats import wilson
+
+    passed, runs = suite_pass_rate(results)
+    if not runs:
+        return None
+    lo, hi = wilson(passed, runs)
+    line = f"pass rate: {passed}/{runs} runs ({passed / runs:.0%}, 95% CI {lo:.0%}-{hi:.0%})"
+    if fail_under is not None:
+        ok = passed / runs >= fail_under
+        line += f"; --fail-under {fail_under:g}: {'ok' if ok else 'FAILED (below the threshold)'}"
+    return line
 
 
 def _error_level(findings: list[Finding]) -> list[Finding]:
@@ -168,6 +208,9 @@ def check_assertions(case: Case, transcript: Transcript) -> list[str]:
     n_llm = len(transcript.llm_steps())
     if a.max_llm_calls is not None and n_llm > a.max_llm_calls:
         failed.append(f"{n_llm} LLM calls, at most {a.max_llm_calls} allowed")
+    n_tools = sum(len(s.llm.tool_calls) for s in transcript.llm_steps() if s.llm)
+    if a.max_tool_calls is not None and n_tools > a.max_tool_calls:
+        failed.append(f"{n_tools} tool calls, at most {a.max_tool_calls} allowed")
     return failed
 
 
@@ -217,7 +260,8 @@ def _pass_line(case: Case, report: Report) -> str:
 
 def _has_assertions(case: Case) -> bool:
     a = case.assertions
-    return bool(a.final_answer_contains or a.final_answer_matches or a.tools_called or a.max_llm_calls is not None)
+    return bool(a.final_answer_contains or a.final_answer_matches or a.tools_called or a.max_llm_calls is not None
+                or a.max_tool_calls is not None)
 
 
 def _short(text: str, n: int = 80) -> str:

@@ -3,7 +3,9 @@
 For a case: check it can run (cassette and working directory exist, the program is found),
 run its command under playback with the case's routing and matching while recording the
 run to ``<suite>/.runs/<case>/<UTC stamp>.yaml`` (plus ``.report.json`` and ``.log``),
-apply the detectors to that artifact and judge the outcome (:mod:`.outcome`).  Anything
+apply the detectors to that artifact and judge the outcome (:mod:`.outcome`).  Everything
+written or reported goes through the case's redactor (:mod:`.secrets`), which knows the
+child's secret environment variables and every secret redacted from the run's traffic.  Anything
 that stops a case from running becomes an ``error`` outcome with one line, and the suite
 goes on with the next case.  ``pin`` saves a passing artifact as the case's cassette.
 """
@@ -20,12 +22,14 @@ from typing import Sequence
 
 from ..cassettes import load
 from ..cassettes.model import CassetteMeta
-from ..cassettes.storage import side_dir
+from ..cassettes.redact import Redactor
+from ..cassettes.storage import atomic_write, side_dir
 from ..errors import SpoolError
 from .export import relative_to
 from .files import iter_cases, project_root, save_case
 from .model import Case, CaseError
 from .outcome import CaseResult, judge
+from .secrets import case_redactor, redact_result
 
 RUNS_DIR = ".runs"
 
@@ -42,7 +46,9 @@ class RunOptions:
     it passes only when every run passes, and only then is it pinned.  ``jobs``: cases run
     in parallel, each in its own ``spoolproxy test --case NAME`` process (own proxy).
     ``normalize`` / ``ignore_json_paths`` / ``match_headers``: matching settings added to every
-    case's (see :mod:`.matching`).
+    case's (see :mod:`.matching`).  ``isolate``: run each case where only the proxy is reachable
+    (:mod:`spoolproxy.proxy.isolate`); None (the default) does so where the platform allows it,
+    True asks for it (a note when it cannot), False never.
     """
 
     live: tuple[str, ...] | None = None
@@ -59,7 +65,9 @@ class RunOptions:
     normalize: tuple[str, ...] = ()
     ignore_json_paths: tuple[str, ...] = ()
     match_headers: tuple[str, ...] = ()
+    isolate: bool | None = None
     _stamps: set[str] = field(default_factory=set)
+    _isolation_noted: bool = False
 
 
 def resolve_argv(argv: Sequence[str], cwd: Path) -> list[str]:
@@ -99,7 +107,9 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
     result = CaseResult(name=case.name, outcome="error", explanation="", status=case.status,
                         case_path=case_path, cassette=case.cassette)
     root = project_root(suite_dir)
+    red: Redactor | None = None
     try:
+        red = case_redactor(root, opts.env)
         cassette = (root / case.cassette).resolve()
         if not cassette.is_file():
             raise SpoolError(f"cassette {case.cassette} does not exist (relative to {root}); "
@@ -114,8 +124,12 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         stamp = _stamp(opts, runs)
         artifact = runs / f"{stamp}.yaml"
         live = opts.live if opts.live is not None else tuple(case.routing.live)
-        meta = CassetteMeta(recorder="spoolproxy test", record_mode="none", command=list(case.command.argv),
-                            cwd=str(cwd), extra={"case": case.name, "live": list(live), "replayed_from": case.cassette})
+        meta = CassetteMeta(recorder="spoolproxy test", recorded_at=datetime.now(timezone.utc).replace(microsecond=0),
+                            record_mode="none", command=list(case.command.argv), cwd=str(cwd),
+                            extra={"case": case.name, "live": list(live), "replayed_from": case.cassette})
+        from ..triage.tags import env_tags, stamp
+
+        stamp(meta, env_tags(opts.env), cwd=cwd)  # SPOOLPROXY_TAGS and the git commit, as `record` does
         from ..config import find_config
         from .engine import Engine
         from .matching import case_match_options, project_match_options
@@ -126,13 +140,15 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         engine = engine or Engine(connect_to=opts.connect_to, upstream_ca=opts.upstream_ca)
         try:
             played = engine.play(argv, cwd=cwd, cassette=cassette, artifact=artifact, match=case.match, live=live,
-                                 timeout_s=opts.timeout_s, meta=meta, env=opts.env, options=options)
+                                 timeout_s=opts.timeout_s, meta=meta, env=opts.env, options=options,
+                                 isolate=isolating(opts), redactor=red)
         finally:
             if own:
                 engine.close()
         result.artifact = artifact
-        result.report = played.report.write(runs / f"{stamp}.report.json")
-        (runs / f"{stamp}.log").write_text(played.output, encoding="utf-8")
+        result.report = runs / f"{stamp}.report.json"
+        atomic_write(result.report, red.text(played.report.model_dump_json(indent=2)) + "\n")
+        atomic_write(runs / f"{stamp}.log", red.text(played.output))
         result.exit_code = played.exit_code
         if played.proxy_errors:
             raise SpoolError(f"the proxy hit an internal error during the run ({played.proxy_errors[0]}); "
@@ -141,7 +157,10 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
             raise SpoolError(f"the command did not finish within {opts.timeout_s:g} s (output: {runs / (stamp + '.log')})")
         from ..detectors import analyze, build_transcript, load_detect_config
 
-        config = load_detect_config(find_config(root))  # the project's [detect] table
+        config = load_detect_config(find_config(root))  # the project's [detect], [prices], [[checks]]
+        if case.checks:  # the case's own checks run too, from the project root
+            config = config.model_copy(update={"checks": [*config.checks, *(
+                c.model_copy(update={"base_dir": str(root)}) for c in case.checks)]})
         try:
             report = analyze(played.cassette, config)
             transcript = build_transcript(played.cassette, config)
@@ -165,7 +184,8 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         result.outcome = "error"
         result.explanation = f"cannot write the artifact run under {suite_dir / RUNS_DIR}: {exc.strerror or exc}"
     result.duration_s = time.monotonic() - t0
-    return result
+    result.passed_runs = int(result.outcome == "passes")
+    return redact_result(result, red or Redactor())
 
 
 def pinned_path(case: Case, root: Path) -> Path:
@@ -176,12 +196,13 @@ def pinned_path(case: Case, root: Path) -> Path:
     return current.with_name(f"{current.stem}.pinned.yaml")
 
 
-def pin(case: Case, case_path: Path, root: Path, artifact: Path) -> Path:
-    """Copy ``artifact`` to the case's pinned cassette and point the case file at it.
+def pin(case: Case, case_path: Path, root: Path, artifact: Path, target: Path | None = None) -> Path:
+    """Copy ``artifact`` to the case's pinned cassette (``target``, default
+    :func:`pinned_path`) and point the case file at it.
 
     The original failing cassette is kept and named in ``failing_cassette``.
     """
-    target = pinned_path(case, root)
+    target = target or pinned_path(case, root)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(artifact, target)
     bodies = side_dir(artifact)
@@ -192,6 +213,22 @@ def pin(case: Case, case_path: Path, root: Path, artifact: Path) -> Path:
         updated = case.model_copy(update={"cassette": rel, "failing_cassette": case.failing_cassette or case.cassette})
         save_case(updated, case_path)
     return target
+
+
+def isolating(opts: RunOptions) -> bool:
+    """Whether cases run isolated: ``opts.isolate`` unless the platform cannot (said once on
+    stderr, by :func:`spoolproxy.proxy.isolate.unavailable`'s caller here)."""
+    if opts.isolate is False:
+        return False
+    from ..proxy.isolate import unavailable
+
+    why = unavailable()
+    if why is None:
+        return True
+    if not opts._isolation_noted:
+        opts._isolation_noted = True
+        print(f"spoolproxy test: note: cases run without network isolation: {why}", file=sys.stderr)
+    return False
 
 
 def run_suite(suite_dir: str | Path, opts: RunOptions | None = None) -> list[CaseResult]:
@@ -280,6 +317,8 @@ def _in_worker(case: Case, path: Path, suite: Path, opts: RunOptions) -> CaseRes
         argv += ["--ignore-json-path", path]
     for name in opts.match_headers:
         argv += ["--match-header", name]
+    if opts.isolate is not None:
+        argv.append("--isolate" if opts.isolate else "--no-isolate")
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, env=opts.env)
     try:
@@ -303,6 +342,7 @@ def _repeated(case: Case, path: Path, suite: Path, opts: RunOptions, engine) -> 
     result = next((r for r in runs if r.outcome != "passes"), runs[-1])
     result.explanation = f"{passed}/{len(runs)} runs passed; {result.explanation}"
     result.duration_s = sum(r.duration_s for r in runs)
+    result.runs, result.passed_runs = len(runs), passed
     if opts.pin and passed == len(runs) and result.artifact is not None:
         result.pinned = pin(case, path, project_root(suite), result.artifact)
     return result

@@ -25,6 +25,8 @@ DEFAULT_HOSTS: tuple[str, ...] = (
     "api.openai.com",
     "api.anthropic.com",
     "generativelanguage.googleapis.com",
+    "api.cohere.com",
+    "bedrock-runtime.us-east-1.amazonaws.com",
     "localhost",
     "127.0.0.1",
 )

@@ -33,7 +33,8 @@ def _plan(req: dict[str, Any]) -> dict[str, Any]:
     text = _text(parts)
     decls = [d for t in req.get("tools") or [] for d in t.get("functionDeclarations") or []]
     if decls and last.get("role", "user") == "user":
-        schema = decls[0].get("parameters") or decls[0].get("parametersJsonSchema")
+        schema = (decls[0].get("parameters") or decls[0].get("parametersJsonSchema")
+                  or decls[0].get("parameters_json_schema"))  # google-genai's spelling
         return {"text": None, "call": {"name": decls[0]["name"], "args": {first_argument_name(schema): text}}}
     return {"text": f"Echo: {text}", "call": None}
 

@@ -13,6 +13,8 @@ CA generated at run time, see :mod:`tests.fakes.certs`) and plain HTTP:
 ``POST …/models/M:streamGenerateContent`` Gemini, streamed JSON array (SSE with ``alt=sse``)
 ``POST /api/chat``                        Ollama chat, NDJSON stream (JSON with
                                           ``"stream": false``)
+``POST /v2/chat``                         Cohere v2 chat, plain or SSE
+``POST …/model/M/converse-stream``        Bedrock ConverseStream (AWS event stream)
 ``ANY  /echo…``                           JSON echo of the request (a stand-in tool API)
 ========================================  ============================================
 
@@ -35,6 +37,12 @@ or for the next requests by :meth:`FakeProvider.fail_next`:
 * ``huge:N``: a ``200`` ``application/octet-stream`` body of exactly N bytes, written in
   64 KiB pieces; byte ``i`` is ``HUGE_PATTERN[i % len(HUGE_PATTERN)]``.
 * ``delay:MS``: MS milliseconds between SSE events (same as ``x-fake-delay-ms``).
+* ``tail:MS``: a stream's last event (``data: [DONE]``, ``message_stop``, the closing ``]``)
+  is sent at once, but the chunked body's terminating ``0\r\n\r\n`` only MS milliseconds
+  later, as servers do that flush the last event before finishing the response (llama.cpp's
+  server, proxies): a client that stops reading at the terminal event closes first.
+* ``abort``: a stream sends every event, then the connection closes without the
+  terminating chunk (an upstream failure after the terminal event).
 
 Every request is logged (:attr:`FakeProvider.log`, in arrival order) and every accepted
 TCP connection counted (:attr:`FakeProvider.connections`), so playback tests can assert
@@ -159,6 +167,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("x-fake-delay-ms"):
             delay = float(self.headers["x-fake-delay-ms"]) / 1000
         cut: int | None = None
+        tail = 0.0
         reply: Reply | None = None
         for directive in directives:
             name, _, arg = directive.partition(":")
@@ -166,6 +175,10 @@ class _Handler(BaseHTTPRequestHandler):
                 delay = float(arg) / 1000
             elif name == "cut":
                 cut = int(arg) if arg else -1
+            elif name == "tail":
+                tail = float(arg) / 1000
+            elif name == "abort":
+                cut = -2
             elif name == "reset":
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 self.close_connection = True
@@ -185,7 +198,7 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = error_reply(req, int(arg), f"fake provider status {arg}")
         if reply is None:
             reply = provider._route(req)
-        self._send(req, reply, delay, cut)
+        self._send(req, reply, delay, cut, tail)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
 
@@ -207,10 +220,10 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def _send(self, req: LoggedRequest, reply: Reply, delay: float, cut: int | None) -> None:
+    def _send(self, req: LoggedRequest, reply: Reply, delay: float, cut: int | None, tail: float = 0.0) -> None:
         if isinstance(reply.body, list):
             events = reply.body
-            stop = len(events) if cut is None else (len(events) // 2 if cut < 0 else cut)
+            stop = len(events) if cut in (None, -2) else (len(events) // 2 if cut < 0 else cut)
             req.status, req.response_body = reply.status, b"".join(events[:stop])
             self._start(reply.status, reply.headers + [("transfer-encoding", "chunked")])
             for i, event in enumerate(events[:stop]):
@@ -220,6 +233,8 @@ class _Handler(BaseHTTPRequestHandler):
             if cut is not None:
                 self._cut()
                 return
+            if tail:
+                time.sleep(tail)
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
             return

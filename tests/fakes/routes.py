@@ -2,7 +2,8 @@
 
 A route is a function ``LoggedRequest -> Reply``; :data:`BUILTIN_ROUTES` maps
 ``(method, path suffix)`` to the provider wire formats (:mod:`.openai_wire`,
-:mod:`.anthropic_wire`, :mod:`.gemini_wire`, :mod:`.ollama_wire`).  Errors come in the
+:mod:`.anthropic_wire`, :mod:`.gemini_wire`, :mod:`.ollama_wire`, :mod:`.cohere_wire`,
+:mod:`.bedrock_wire`).  Errors come in the
 shape of the provider the request was meant for (:func:`error_reply`).
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import anthropic_wire, gemini_wire, ollama_wire, openai_wire
+from . import anthropic_wire, bedrock_wire, cohere_wire, gemini_wire, ollama_wire, openai_wire
 from .common import short_id
 
 
@@ -167,6 +168,25 @@ def route_ollama_chat(req: LoggedRequest) -> Reply:
     return json_reply(200, ollama_wire.chat(body))
 
 
+def route_cohere_chat(req: LoggedRequest) -> Reply:
+    """Cohere v2 chat: SSE with ``stream: true``, else one JSON object."""
+    body = _parse_json(req)
+    if body is None:
+        return json_reply(400, {"message": "invalid request: body is not valid JSON"})
+    if body.get("stream"):
+        return sse_reply(cohere_wire.sse(body, req.body))
+    return json_reply(200, cohere_wire.chat(body, req.body))
+
+
+def route_bedrock_converse_stream(req: LoggedRequest) -> Reply:
+    """Bedrock ConverseStream: an AWS event stream (``application/vnd.amazon.eventstream``)."""
+    body = _parse_json(req)
+    if body is None:
+        return json_reply(400, {"message": "Malformed input request, please reformat your input and try again."})
+    return Reply(200, [("content-type", "application/vnd.amazon.eventstream"),
+                       ("x-amzn-requestid", short_id(req.body, 36))], bedrock_wire.converse_stream(body))
+
+
 def route_models(req: LoggedRequest) -> Reply:
     """``GET /v1/models`` for OpenAI, or Anthropic when ``anthropic-version`` is sent."""
     if req.header("anthropic-version"):
@@ -192,6 +212,8 @@ BUILTIN_ROUTES: tuple[tuple[str, str, Route], ...] = (
     ("POST", "/api/chat", route_ollama_chat),
     ("POST", ":generateContent", route_gemini),
     ("POST", ":streamGenerateContent", route_gemini),
+    ("POST", "/v2/chat", route_cohere_chat),
+    ("POST", "/converse-stream", route_bedrock_converse_stream),
     ("GET", "/models", route_models),
 )
 

@@ -68,6 +68,10 @@ def _usage(call: ModelCall, u: Any) -> None:
     inp = sum(v for k, v in u.items() if k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens") and isinstance(v, int))
     if "input_tokens" in u:
         call.usage.input_tokens = inp
+        if isinstance(u.get("cache_read_input_tokens"), int):
+            call.usage.cache_read_tokens = u["cache_read_input_tokens"]
+        if isinstance(u.get("cache_creation_input_tokens"), int):
+            call.usage.cache_write_tokens = u["cache_creation_input_tokens"]
     if isinstance(u.get("output_tokens"), int):
         call.usage.output_tokens = u["output_tokens"]
 
@@ -76,13 +80,18 @@ def parse(it: Interaction, provider: str = "anthropic", req: Any = None) -> Mode
     """Parse one Messages interaction into a ModelCall."""
     req = request_json(it) if req is None else req
     req = req if isinstance(req, dict) else {}
+    tc = req.get("tool_choice") if isinstance(req.get("tool_choice"), dict) else {}
+    of = req.get("output_format") if isinstance(req.get("output_format"), dict) else {}
+    schema = of.get("schema") if of.get("type") == "json_schema" and isinstance(of.get("schema"), dict) else None
+    forced = tc.get("name") if tc.get("type") == "tool" and isinstance(tc.get("name"), str) else None
     call = ModelCall(provider=provider, api=API, model=req.get("model"), messages=parse_request_messages(req),
-                     tools=parse_tools(req), max_tokens=safe_int(req.get("max_tokens")))
+                     tools=parse_tools(req), max_tokens=safe_int(req.get("max_tokens")),
+                     structured_output=bool(schema or forced), response_schema=schema, response_tool=forced)
     if unusable_response(call, it, stream=bool(req.get("stream"))):
         return call
     resp = it.response
     if looks_like_sse(resp.body, resp):
-        _parse_stream(call, resp.body, it.error is not None)
+        _parse_stream(call, resp.body)
     else:
         doc = response_json(it)
         if isinstance(doc, dict):
@@ -118,7 +127,7 @@ def _finish(call: ModelCall, raw: Any) -> None:
         call.finish_reason = FINISH.get(str(raw), "other")  # type: ignore[assignment]
 
 
-def _parse_stream(call: ModelCall, body: bytes, cut: bool) -> None:
+def _parse_stream(call: ModelCall, body: bytes) -> None:
     info = StreamInfo(is_stream=True, format="sse")
     blocks: dict[int, dict] = {}
     partial: dict[int, list[str]] = {}
@@ -165,5 +174,5 @@ def _parse_stream(call: ModelCall, body: bytes, cut: bool) -> None:
         if t == "tool_use" and not raw and b.get("input"):
             raw = json.dumps(b["input"])
         _block(call, b, raw)
-    info.complete = info.terminal_seen and not cut
+    info.complete = info.terminal_seen
     call.stream = info

@@ -118,7 +118,7 @@ def parse(it: Interaction, provider: str = "bedrock", req: Any = None) -> ModelC
             _finish(call, doc.get("stopReason"))
             _usage(call, doc.get("usage"))
         return call
-    events, whole = parse_eventstream(resp.body)
+    events, _whole = parse_eventstream(resp.body)
     info = StreamInfo(is_stream=True, format="aws-eventstream")
     slots: dict[int, dict] = {}
     for etype, payload in events:
@@ -150,7 +150,7 @@ def parse(it: Interaction, provider: str = "bedrock", req: Any = None) -> ModelC
         elif etype.endswith("Exception"):
             call.error = str(d.get("message") or etype)
     call.tool_calls = [make_tool_call(s["id"], s["name"], "".join(s["args"])) for _, s in sorted(slots.items()) if s["name"]]
-    info.complete = info.terminal_seen and whole and it.error is None
+    info.complete = info.terminal_seen  # messageStop; a cut metadata frame after it loses only usage
     call.stream = info
     return call
 

@@ -40,8 +40,10 @@ def parse(it: Interaction, provider: str = "cohere", req: Any = None) -> ModelCa
                 fn = (tc or {}).get("function") or {}
                 msg.tool_calls.append(make_tool_call(tc.get("id"), fn.get("name") or "", fn.get("arguments"), parse=False))
             msgs.append(msg)
+    rf = req.get("response_format") if isinstance(req.get("response_format"), dict) else {}
     call = ModelCall(provider=provider, api="cohere-chat", model=req.get("model"), messages=msgs, tools=parse_tools(req),
-                     max_tokens=safe_int(req.get("max_tokens")))
+                     max_tokens=safe_int(req.get("max_tokens")), structured_output=rf.get("type") == "json_object",
+                     response_schema=rf.get("json_schema") if isinstance(rf.get("json_schema"), dict) else None)
     if unusable_response(call, it):
         return call
     resp = it.response
@@ -70,7 +72,7 @@ def parse(it: Interaction, provider: str = "cohere", req: Any = None) -> ModelCa
                 _finish(call, delta.get("finish_reason"))
                 call.usage = _usage(delta.get("usage"))
         call.tool_calls = [make_tool_call(s["id"], s["name"], "".join(s["args"])) for s in slots]
-        info.complete = info.terminal_seen and it.error is None
+        info.complete = info.terminal_seen
         call.stream = info
         return call
     doc = response_json(it)

@@ -143,6 +143,22 @@ def error_of(doc: Any) -> tuple[str | None, str | None]:
     return None, None
 
 
+def client_closed(it: Interaction) -> bool:
+    """True when the *client* ended the exchange after the response headers (it stopped
+    reading, e.g. the openai SDK at ``data: [DONE]``): the recorder's ``client_closed``
+    extension, or, in cassettes recorded before it existed, a ``during: response`` failure
+    whose message is mitmproxy's ``Client disconnected.`` / ``stream reset by client``.
+    That is not an upstream failure; whether the body is whole is for its content to say."""
+    if it.extra.get("client_closed"):
+        return True
+    err = it.error
+    if err is None or err.during != "response" or it.response is None:
+        return False
+    from ...proxy.failures import closed_by_client
+
+    return closed_by_client(err.message)
+
+
 def safe_int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 

@@ -66,9 +66,28 @@ def parse_tools(req: dict) -> list[ToolSpec]:
             continue
         for fd in t.get("functionDeclarations") or t.get("function_declarations") or []:
             if isinstance(fd, dict) and fd.get("name"):
-                schema = fd.get("parametersJsonSchema") or fd.get("parameters")
+                # google-genai sends the snake_case spelling inside camelCase declarations
+                schema = fd.get("parametersJsonSchema") or fd.get("parameters_json_schema") or fd.get("parameters")
                 tools.append(tool_spec(fd["name"], schema if isinstance(schema, dict) else None))
     return tools
+
+
+def _schema(gc: dict) -> dict | None:
+    """``responseJsonSchema`` (JSON Schema) or ``responseSchema`` (Gemini's OpenAPI subset:
+    upper-case type names, ``nullable``; the validator lower-cases them)."""
+    for key in ("responseJsonSchema", "response_json_schema", "responseSchema", "response_schema"):
+        if isinstance(gc.get(key), dict):
+            return gc[key]
+    return None
+
+
+def _forced(req: dict) -> str | None:
+    tc = req.get("toolConfig") or req.get("tool_config")
+    fcc = (tc.get("functionCallingConfig") or tc.get("function_calling_config")) if isinstance(tc, dict) else None
+    if not isinstance(fcc, dict) or str(fcc.get("mode", "")).upper() != "ANY":
+        return None
+    names = fcc.get("allowedFunctionNames") or fcc.get("allowed_function_names") or []
+    return names[0] if isinstance(names, list) and len(names) == 1 and isinstance(names[0], str) else None
 
 
 def parse(it: Interaction, provider: str = "gemini", req: Any = None) -> ModelCall:
@@ -79,7 +98,8 @@ def parse(it: Interaction, provider: str = "gemini", req: Any = None) -> ModelCa
     gc = req.get("generationConfig") if isinstance(req.get("generationConfig"), dict) else {}
     call = ModelCall(provider=provider, api=API, model=m.group(1) if m else None, messages=parse_request_messages(req),
                      tools=parse_tools(req), max_tokens=safe_int(gc.get("maxOutputTokens")),
-                     structured_output=gc.get("responseMimeType") == "application/json")
+                     structured_output=gc.get("responseMimeType") == "application/json" or bool(_schema(gc)),
+                     response_schema=_schema(gc), response_tool=_forced(req))
     streaming = bool(m and m.group(2) == "streamGenerateContent")
     call.stream.is_stream = streaming
     if unusable_response(call, it):
@@ -108,7 +128,8 @@ def parse(it: Interaction, provider: str = "gemini", req: Any = None) -> ModelCa
         if isinstance(u, dict):
             out_tokens = (safe_int(u.get("candidatesTokenCount")) or 0) + (safe_int(u.get("thoughtsTokenCount")) or 0)
             call.usage = Usage(input_tokens=safe_int(u.get("promptTokenCount")), output_tokens=out_tokens,
-                               total_tokens=safe_int(u.get("totalTokenCount")))
+                               total_tokens=safe_int(u.get("totalTokenCount")),
+                               cache_read_tokens=safe_int(u.get("cachedContentTokenCount")))
         pf = ch.get("promptFeedback")
         if isinstance(pf, dict) and pf.get("blockReason"):
             call.refusal = f"prompt blocked: {pf['blockReason']}"
@@ -136,7 +157,8 @@ def parse(it: Interaction, provider: str = "gemini", req: Any = None) -> ModelCa
                 call.finish_reason = FINISH.get(str(fr), "other")  # type: ignore[assignment]
     if call.finish_reason == "stop" and call.tool_calls:
         call.finish_reason = "tool_calls"
-    info.terminal_seen = info.finish_seen
-    info.complete = (info.finish_seen and closed and it.error is None) if streaming else True
+    # the terminal event: the closing ``]`` of a streamed JSON array, else the finish reason
+    info.terminal_seen = closed if info.format == "json-array" else info.finish_seen
+    info.complete = (info.finish_seen and closed) if streaming else True
     call.stream = info
     return call

@@ -44,7 +44,8 @@ def parse(it: Interaction, provider: str = "ollama", req: Any = None) -> ModelCa
     opts = req.get("options") if isinstance(req.get("options"), dict) else {}
     call = ModelCall(provider=provider, api="ollama-chat" if chat else "ollama-generate", model=req.get("model"),
                      messages=msgs, tools=parse_tools(req), max_tokens=safe_int(opts.get("num_predict")),
-                     structured_output=bool(req.get("format")))
+                     structured_output=bool(req.get("format")),
+                     response_schema=req["format"] if isinstance(req.get("format"), dict) else None)
     if unusable_response(call, it):
         return call
     resp = it.response
@@ -71,6 +72,6 @@ def parse(it: Interaction, provider: str = "ollama", req: Any = None) -> ModelCa
             call.finish_reason_raw = raw
             call.finish_reason = "tool_calls" if call.tool_calls and raw == "stop" else FINISH.get(raw, "other")  # type: ignore[assignment]
             call.usage = Usage(input_tokens=safe_int(o.get("prompt_eval_count")), output_tokens=safe_int(o.get("eval_count")))
-    info.complete = info.terminal_seen and it.error is None
+    info.complete = info.terminal_seen
     call.stream = info
     return call

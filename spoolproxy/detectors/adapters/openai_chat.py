@@ -96,13 +96,22 @@ def _message(m: dict) -> Message:
         if isinstance(tc, dict):
             fn = tc.get("function") or {}
             msg.tool_calls.append(make_tool_call(tc.get("id"), fn.get("name") or "", fn.get("arguments"), parse=False))
-    if isinstance(m.get("function_call"), dict):
-        fc = m["function_call"]
-        msg.tool_calls.append(make_tool_call(None, fc.get("name") or "", fc.get("arguments"), parse=False))
+    legacy = _legacy_call(m.get("function_call"), msg.tool_calls, parse=False)
+    if legacy is not None:
+        msg.tool_calls.append(legacy)
     if role in ("tool", "function"):
         msg.tool_call_id = m.get("tool_call_id")
         msg.tool_name = m.get("name")
     return msg
+
+
+def forced_function(choice: Any) -> str | None:
+    """The function an OpenAI ``tool_choice`` forces (Chat ``{"type": "function", "function":
+    {"name"}}``, Responses ``{"type": "function", "name"}``), else None."""
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        return None
+    fn = choice.get("function") if isinstance(choice.get("function"), dict) else choice
+    return fn.get("name") if isinstance(fn.get("name"), str) else None
 
 
 def parse_tools(req: dict) -> list[ToolSpec]:
@@ -121,8 +130,10 @@ def parse_tools(req: dict) -> list[ToolSpec]:
 def _usage(u: Any) -> Usage:
     if not isinstance(u, dict):
         return Usage()
+    details = u.get("prompt_tokens_details")
     return Usage(input_tokens=safe_int(u.get("prompt_tokens")), output_tokens=safe_int(u.get("completion_tokens")),
-                 total_tokens=safe_int(u.get("total_tokens")))
+                 total_tokens=safe_int(u.get("total_tokens")),
+                 cache_read_tokens=safe_int(details.get("cached_tokens")) if isinstance(details, dict) else None)
 
 
 def parse(it: Interaction, provider: str | None = None, req: Any = None) -> ModelCall:
@@ -131,11 +142,15 @@ def parse(it: Interaction, provider: str | None = None, req: Any = None) -> Mode
     req = req if isinstance(req, dict) else {}
     netloc, path = split_uri(it.request.uri)
     rf = req.get("response_format")
+    js = rf.get("json_schema") if isinstance(rf, dict) and isinstance(rf.get("json_schema"), dict) else {}
+    guided = req.get("guided_json")  # vLLM's own structured-output field
     f: dict[str, Any] = {
         "provider": provider or provider_of(netloc, path), "api": API, "model": req.get("model"),
         "messages": parse_request_messages(req), "tools": parse_tools(req),
         "max_tokens": safe_int(req.get("max_completion_tokens")) or safe_int(req.get("max_tokens")),
-        "structured_output": isinstance(rf, dict) and rf.get("type") in ("json_schema", "json_object"),
+        "structured_output": (isinstance(rf, dict) and rf.get("type") in ("json_schema", "json_object")) or bool(guided),
+        "response_schema": js.get("schema") if isinstance(js.get("schema"), dict) else guided if isinstance(guided, dict) else None,
+        "response_tool": forced_function(req.get("tool_choice")),
     }
     resp = it.response
     if resp is None or resp.status >= 400 or not resp.body:
@@ -143,7 +158,7 @@ def parse(it: Interaction, provider: str | None = None, req: Any = None) -> Mode
             f["error"], f["error_code"] = error_of(response_json(it))
         f["stream"] = StreamInfo(is_stream=bool(req.get("stream")))
     elif looks_like_sse(resp.body, resp):
-        _parse_stream(f, resp.body, it.error is not None)
+        _parse_stream(f, resp.body)
     else:
         _parse_message(f, response_json(it))
     return ModelCall(**f)
@@ -170,11 +185,23 @@ def _parse_message(f: dict, doc: Any) -> None:
         if isinstance(tc, dict):
             fn = tc.get("function") or {}
             calls.append(make_tool_call(tc.get("id"), fn.get("name") or "", fn.get("arguments")))
-    if isinstance(m.get("function_call"), dict):
-        fc = m["function_call"]
-        calls.append(make_tool_call(None, fc.get("name") or "", fc.get("arguments")))
+    legacy = _legacy_call(m.get("function_call"), calls)
+    if legacy is not None:
+        calls.append(legacy)
     f["tool_calls"] = calls
     _finish(f, ch.get("finish_reason"))
+
+
+def _legacy_call(fc: Any, calls: list, parse: bool = True):
+    """The call in the legacy ``function_call`` field (the ``functions`` API), or None when
+    absent or when it repeats one of ``calls`` (llama.cpp's server sends the same call both
+    as ``tool_calls[0]`` and as ``function_call``: one call, not two)."""
+    if not isinstance(fc, dict) or not (fc.get("name") or fc.get("arguments")):
+        return None
+    name = fc.get("name") or ""
+    if calls and (not name or any(tc.name == name for tc in calls)):
+        return None  # the legacy mirror of a tool call already listed
+    return make_tool_call(None, name, fc.get("arguments"), parse=parse)
 
 
 def _finish(f: dict, raw: Any) -> None:
@@ -184,11 +211,12 @@ def _finish(f: dict, raw: Any) -> None:
     f["finish_reason"] = FINISH.get(str(raw), "other")
 
 
-def _parse_stream(f: dict, body: bytes, cut: bool) -> None:
+def _parse_stream(f: dict, body: bytes) -> None:
     text: list[str] = []
     reasoning: list[str] = []
     refusal: list[str] = []
     calls: dict[int, dict] = {}
+    legacy: dict = {"name": "", "args": []}
     events = json_events(parse_sse(body))
     done = finish_seen = False
     model = usage = finish = err = None
@@ -217,6 +245,13 @@ def _parse_stream(f: dict, body: bytes, cut: bool) -> None:
             r = d.get("refusal")
             if r.__class__ is str:
                 refusal.append(r)
+            fc = d.get("function_call")
+            if fc.__class__ is dict:  # legacy functions API deltas (or a copy of tool_calls[0])
+                if fc.get("name"):
+                    legacy["name"] = fc["name"]
+                a = fc.get("arguments")
+                if a.__class__ is str:
+                    legacy["args"].append(a)
             for tc in d.get("tool_calls") or ():
                 if tc.__class__ is not dict:
                     continue
@@ -244,5 +279,9 @@ def _parse_stream(f: dict, body: bytes, cut: bool) -> None:
     f["reasoning"] = "".join(reasoning)
     f["refusal"] = "".join(refusal) or None
     f["tool_calls"] = [make_tool_call(calls[k]["id"], calls[k]["name"], "".join(calls[k]["args"])) for k in sorted(calls)]
+    if legacy["name"] or legacy["args"]:
+        one = _legacy_call({"name": legacy["name"], "arguments": "".join(legacy["args"])}, f["tool_calls"])
+        if one is not None:
+            f["tool_calls"].append(one)
     f["stream"] = StreamInfo(is_stream=True, format="sse", events=len(events), terminal_seen=done, finish_seen=finish_seen,
-                             complete=finish_seen and done and not cut)
+                             complete=finish_seen and done)

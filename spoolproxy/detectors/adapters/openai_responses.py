@@ -13,6 +13,7 @@ from typing import Any
 
 from ...cassettes.model import Interaction
 from ..models import Message, ModelCall, StreamInfo, ToolSpec, Usage
+from .openai_chat import forced_function
 from .common import content_text, error_of, make_tool_call, request_json, response_json, safe_int, tool_spec, unusable_response
 from .sse import json_events, looks_like_sse, parse_sse
 
@@ -60,12 +61,14 @@ def parse(it: Interaction, provider: str = "openai", req: Any = None) -> ModelCa
     fmt = text_cfg.get("format") if isinstance(text_cfg.get("format"), dict) else {}
     call = ModelCall(provider=provider, api=API, model=req.get("model"), messages=parse_request_messages(req),
                      tools=parse_tools(req), max_tokens=safe_int(req.get("max_output_tokens")),
-                     structured_output=fmt.get("type") in ("json_schema", "json_object"))
+                     structured_output=fmt.get("type") in ("json_schema", "json_object"),
+                     response_schema=fmt.get("schema") if isinstance(fmt.get("schema"), dict) else None,
+                     response_tool=forced_function(req.get("tool_choice")))
     if unusable_response(call, it, stream=bool(req.get("stream"))):
         return call
     resp = it.response
     if looks_like_sse(resp.body, resp):
-        _parse_stream(call, resp.body, it.error is not None)
+        _parse_stream(call, resp.body)
     else:
         apply_response(call, response_json(it))
     return call
@@ -80,8 +83,10 @@ def apply_response(call: ModelCall, doc: Any) -> None:
         call.error, call.error_code = error_of(doc)
     u = doc.get("usage")
     if isinstance(u, dict):
+        details = u.get("input_tokens_details")
         call.usage = Usage(input_tokens=safe_int(u.get("input_tokens")), output_tokens=safe_int(u.get("output_tokens")),
-                           total_tokens=safe_int(u.get("total_tokens")))
+                           total_tokens=safe_int(u.get("total_tokens")),
+                           cache_read_tokens=safe_int(details.get("cached_tokens")) if isinstance(details, dict) else None)
     text: list[str] = []
     reasoning: list[str] = []
     refusal: list[str] = []
@@ -128,7 +133,7 @@ def _status(call: ModelCall, status: Any, details: Any) -> None:
         call.finish_reason = None  # queued / in_progress (background mode)
 
 
-def _parse_stream(call: ModelCall, body: bytes, cut: bool) -> None:
+def _parse_stream(call: ModelCall, body: bytes) -> None:
     info = StreamInfo(is_stream=True, format="sse")
     text: list[str] = []
     reasoning: list[str] = []
@@ -165,5 +170,5 @@ def _parse_stream(call: ModelCall, body: bytes, cut: bool) -> None:
     else:
         call.text, call.reasoning, call.tool_calls = "".join(text), "".join(reasoning), calls
         call.refusal = "".join(refusal) or None
-    info.complete = info.terminal_seen and not cut
+    info.complete = info.terminal_seen
     call.stream = info

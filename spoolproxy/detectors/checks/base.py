@@ -37,7 +37,8 @@ def traceback_in(text: str) -> str | None:
 HTML_START = re.compile(rb"^\s*(<!doctype html|<html[\s>]|<head[\s>]|<body[\s>])", re.IGNORECASE)
 ERROR_PAGE = re.compile(
     r"<title>[^<]*(\b[45]\d\d\b|error|unavailable|bad gateway|gateway time-?out|attention required|just a moment|"
-    r"access denied|forbidden|not found)[^<]*</title>|cloudflare|cf-error|cf-ray|nginx",
+    r"access denied|forbidden|not found|maintenance|be right back|sign[ -]?in|log[ -]?in|captcha|are you (a )?human|"
+    r"checking your browser|request (was )?(blocked|rejected)|security check)[^<]*</title>|cloudflare|cf-error|cf-ray|nginx",
     re.IGNORECASE,
 )
 _MAYBE_FAILURE = re.compile(r'"(ok|success|errors?|status)"')
@@ -70,9 +71,9 @@ class Context:
         headers and then a transport failure mid-body (N: body bytes received, the word in
         parentheses: the failure kind), else None."""
         it = self.cassette.interactions[i]
-        if it.response is None or it.error is None:
-            return None
         step = self.steps[i]
+        if it.response is None or it.error is None or step.transport_error is None:
+            return None  # no failure, or the client hung up (not a cut)
         what = "LLM stream" if step.llm is not None and step.llm.stream.is_stream else "LLM response" if step.kind == "llm" else "response body"
         size = it.response.body_ref.size if it.response.body_ref is not None else len(it.response.body)
         return f"{what} cut after {size} byte{'s' if size != 1 else ''} ({it.error.kind})"
@@ -134,8 +135,15 @@ class Context:
         Signals: the HTTP/MCP interaction that produced it failed (4xx/5xx, HTML error
         page, MCP ``isError``/JSON-RPC error); the result is marked ``is_error``; its JSON
         says ``ok: false``, has a non-empty ``error``/``errors`` field or ``status: error``;
-        it holds traceback text or matches a configured ``error_patterns`` regex.
+        it holds traceback text or matches a configured ``error_patterns`` regex.  Memoized
+        per result (several detectors ask).
         """
+        key = ("tool_failure", id(res))
+        if key not in self._cache:
+            self._cache[key] = (res, self._tool_failure(res))
+        return self._cache[key][1]
+
+    def _tool_failure(self, res: ToolResult) -> tuple[str, list[Evidence | None]] | None:
         src = res.source_interaction
         if src is not None:
             s = self.steps[src]

@@ -7,7 +7,11 @@ Severity (an error the run recovered from is never error):
 * tool interaction (its body was fed back to the model): ``warn`` when the run still
   reaches a final answer, else ``error``;
 * other traffic (telemetry, downloads): ``info`` with a final answer, else ``warn``;
-* statuses listed in ``[detect] expected_status``: ``info``.
+* statuses listed in ``[detect] expected_status``: ``info``;
+* a connection that broke after an LLM stream's content was whole: ``warn``.
+
+A client that hung up (it stopped reading a stream it had what it needed from) is no
+failure at all.
 
 Public failures: openai/openai-python 429/400 handling, BR-10 (pydantic-ai 400 after an
 unknown tool), BR-16 (504 gateway timeout).
@@ -15,6 +19,7 @@ unknown tool), BR-16 (504 gateway timeout).
 
 from __future__ import annotations
 
+from ..evidence import clip
 from .base import Context
 
 KIND = "http_error"
@@ -32,6 +37,8 @@ def check(ctx: Context) -> list:
         i = s.index
         if s.status in ctx.config.expected_status:
             sev = "info"
+        elif s.delivered_before_failure:
+            sev = "warn"  # the stream's content was whole before the connection broke
         elif s.kind == "llm":
             sev = "warn" if ctx.recovered_later(i) else "error"
         elif i in sources or s.kind == "mcp":
@@ -40,6 +47,8 @@ def check(ctx: Context) -> list:
             sev = "info" if fa is not None else "warn"
         what = f"{s.status}" if s.status is not None else f"transport failure ({s.transport_error})"
         cut = ctx.cut_stream(i) if s.transport_error is not None else None
+        if cut is not None and s.delivered_before_failure:
+            cut += " after the stream's terminal event (its content is whole)"
         if in_body:
             what = f"an error inside its {s.status} {'stream' if s.llm.stream.is_stream else 'body'}"
         detail = ""
@@ -47,7 +56,7 @@ def check(ctx: Context) -> list:
               else ctx.ev.quote(i, "response.status", str(s.status)) if s.status is not None
               else ctx.ev.field(i, "error.message")]
         if s.llm is not None and s.llm.error:
-            detail = f": {s.llm.error[:160]}"
+            detail = f": {clip(s.llm.error, 160)}"
             ev.append(ctx.ev.quote(i, "response.body", s.llm.error))
         elif s.status is not None and cut is None:
             ev.append(ctx.ev.field(i, "response.body", max_len=160))

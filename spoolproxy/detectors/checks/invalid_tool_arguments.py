@@ -4,7 +4,8 @@ library; the draft comes from ``$schema``, default 2020-12; Gemini's upper-case 
 type names are lower-cased first; validators are cached per schema).
 
 Not reported when the output was cut (``finish_reason: length`` or an incomplete stream):
-that is ``truncated_output`` / ``stream_incomplete``.  A schema that is itself invalid is
+that is ``truncated_output`` / ``stream_incomplete``; nor for a forced or configured output
+tool, whose arguments are the run's structured answer (``schema_violation``).  A schema that is itself invalid is
 skipped.  Severity: error.
 
 Public failures: langchain-ai/langchain#10433 and #27602 (BR-09, a sentence instead of a
@@ -13,13 +14,14 @@ JSON object).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import SchemaError, UnknownType
 from referencing.exceptions import Unresolvable
 
+from ..evidence import clip
+from ..transcript import is_output_tool
 from .base import Context
 
 KIND = "invalid_tool_arguments"
@@ -48,28 +50,37 @@ _RESULTS: dict[tuple[int, str], Any] = {}
 
 def validator_for(schema: dict) -> Any:
     """A cached jsonschema validator for ``schema`` (None when the schema is invalid);
-    cached by identity (ToolSpecs are shared across a run's requests) and by content."""
+    cached by identity (ToolSpecs are shared across a run's requests) and by content
+    (``repr``: a request's response schema is a new dict in every transcript)."""
     hit = _BY_ID.get(id(schema))
     if hit is not None and hit[0] is schema:
         return hit[1]
-    key = json.dumps(schema, sort_keys=True, default=str)
-    if key not in _VALIDATORS:
+    key = repr(schema)
+    v = _VALIDATORS.get(key, _MISSING)
+    if v is _MISSING:
         s = _lower_types(schema)
         cls = jsonschema.validators.validator_for(s, default=jsonschema.Draft202012Validator)
         # check_schema (a metaschema validation) costs ~5 ms per schema; a broken schema
         # instead fails when it is used, and first_error() then skips it
-        _VALIDATORS[key] = cls(s) if isinstance(s, dict) else None
-        if len(_VALIDATORS) > 4096:
+        v = cls(s) if isinstance(s, dict) else None
+        if len(_VALIDATORS) >= 4096:
             _VALIDATORS.clear()
-    if len(_BY_ID) > 4096:
+            _RESULTS.clear()  # results are keyed by validator identity
+        _VALIDATORS[key] = v
+    if len(_BY_ID) >= 4096:
         _BY_ID.clear()
         _RESULTS.clear()
-    _BY_ID[id(schema)] = (schema, _VALIDATORS[key])
-    return _VALIDATORS[key]
+    _BY_ID[id(schema)] = (schema, v)
+    return v
+
+
+_MISSING = object()
 
 
 def _error_for(validator: Any, schema: dict, raw: str, instance: Any) -> Any:
-    key = (id(schema), raw)
+    """``first_error`` cached by (validator, argument text): a validator lives in the caches
+    above until they are cleared, and then the results are cleared too."""
+    key = (id(validator), raw)
     if key in _RESULTS:
         return _RESULTS[key]
     err = first_error(validator, instance)
@@ -89,6 +100,7 @@ def first_error(validator: Any, instance: Any) -> Any:
 
 def check(ctx: Context) -> list:
     out = []
+    patterns = tuple(ctx.config.output_tools)
     for s in ctx.steps:
         call = s.llm
         if call is None or not call.tool_calls or not s.ok:
@@ -97,6 +109,8 @@ def check(ctx: Context) -> list:
             continue
         schemas = {t.name: t.schema_ for t in call.tools}
         for n, tc in enumerate(call.tool_calls):
+            if tc.name == call.response_tool or is_output_tool(tc.name, patterns):
+                continue  # the structured answer itself: schema_violation checks it
             path = f"message.tool_calls/{n}/arguments_raw"
             if tc.parse_error is not None:
                 out.append(ctx.finding(KIND, "error", [s.index], f"{tc.name} arguments are not valid JSON ({tc.parse_error})",
@@ -112,5 +126,5 @@ def check(ctx: Context) -> list:
             if err is not None:
                 where = "/".join(str(p) for p in err.absolute_path) or "(root)"
                 out.append(ctx.finding(KIND, "error", [s.index], f"{tc.name} arguments violate the declared schema at {where}: "
-                                       f"{err.message[:160]}", [ctx.ev.quote(s.index, path, tc.arguments_raw)]))
+                                       f"{clip(err.message, 160)}", [ctx.ev.quote(s.index, path, tc.arguments_raw)]))
     return out

@@ -16,6 +16,7 @@ loop), BR-05, BR-08, BR-09, BR-10, BR-11 (runs that die before answering).
 from __future__ import annotations
 
 from ..models import SEVERITY_RANK
+from ..evidence import clip
 from .base import Context
 
 KIND = "no_final_answer"
@@ -40,10 +41,11 @@ def check(ctx: Context) -> list:
             why = f"the last LLM call got {s.status or s.transport_error}"
             ev = [ctx.ev.quote(i, "response.status", str(s.status)) if s.status else ctx.ev.field(i, "error.message")]
     elif call.error:
-        why = f"the last LLM call reported an error: {call.error[:120]}"
+        why = f"the last LLM call reported an error: {clip(call.error, 120)}"
         ev = [ctx.ev.quote(i, "response.body", call.error)]
     elif call.stream.is_stream and not call.stream.finish_seen:
-        why = "the last stream was cut before the model finished"
+        why = ("the client closed the last stream before the model finished" if s.client_closed
+               else "the last stream was cut before the model finished")
         lines = [ln for ln in ctx.body_text(i).splitlines() if ln.strip()]
         ev = [ctx.ev.quote(i, "response.body", lines[-1][-200:]) if lines else None]
     elif call.refusal or call.finish_reason in ("refusal", "content_filter"):

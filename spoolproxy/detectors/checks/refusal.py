@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from ..evidence import clip
 from .base import Context
 
 KIND = "refusal"
@@ -36,7 +37,7 @@ def check(ctx: Context) -> list:
         if raw:
             m = re.search(r'"[A-Za-z_]*(reason|Reason)"\s*:\s*"' + re.escape(raw.split(":")[-1]) + '"', ctx.body_text(i))
             ev.append(ctx.ev.quote(i, "response.body", m.group(0)) if m else ctx.ev.quote(i, "message.finish_reason_raw", raw))
-        what = f"refused: {call.refusal[:120]!r}" if call.refusal else f"output was filtered ({raw})"
+        what = f"refused: {clip(call.refusal, 120)!r}" if call.refusal else f"output was filtered ({raw})"
         so = " in a structured-output request" if call.structured_output else ""
         out.append(ctx.finding(KIND, sev, [i], f"the model {what}{so}", ev))
     return out

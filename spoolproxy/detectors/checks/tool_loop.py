@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+from ..evidence import clip
 from .base import Context
 
 KIND = "tool_loop"
@@ -69,8 +70,8 @@ def _check_thread(ctx: Context, calls, results) -> list:
         idxs = _with_sources(ctx, [i for i, _ in occ], [c for _, c in occ], results)
         ev = [ctx.ev.quote(occ[0][0], f"message.tool_calls/{_pos(ctx, occ[0])}/arguments_raw", _first_args(ctx, occ[0])),
               ctx.ev.quote(occ[-1][0], f"message.tool_calls/{_pos(ctx, occ[-1])}/name", name)]
-        same = "" if len(set(known)) > 1 or not known else f", each time getting {known[0][:60]!r}"
-        shown = args if len(args) <= 80 else args[:77] + "..."
+        same = "" if len(set(known)) > 1 or not known else f", each time getting {clip(known[0], 60)!r}"
+        shown = clip(args, 80)
         out.append(ctx.finding(KIND, "error", idxs, f"{name} called {len(occ)} times with the same arguments {shown}{same}", ev))
     out.extend(_cycles(ctx, calls, results, flagged))
     return out
