@@ -15,18 +15,25 @@ Nothing changes in a test run unless asked:
     for clients constructed inside it (the openai SDK, httpx, requests, subprocesses).
 
 ``--spoolproxy``
-    for suites laid out the pytest-recording way (``cassettes/<module>/<test>.yaml`` next
-    to the test module, ``@pytest.mark.vcr``): one playback proxy for the whole session,
-    switched to each test's own cassette through the playback control endpoint, with the
-    proxy environment set for the session so subprocesses and non-Python clients spawned by
-    a test are served too.  vcrpy's in-process patching is turned off (pytest-recording's
-    ``--disable-recording``); matching is vcrpy-compatible (method and URL, bodies reported
-    as divergences).  A test not marked ``vcr`` gets no cassette: its requests miss.
-    Each test's misses and divergences are attached to its report ("spoolproxy playback").
+    for suites that replay pytest-recording cassettes (``@pytest.mark.vcr``): one playback
+    proxy for the whole session, switched to each test's own cassettes through the playback
+    control endpoint, with the proxy environment set for the session so subprocesses and
+    non-Python clients spawned by a test are served too.  The cassettes are the ones
+    pytest-recording would use: its ``vcr_cassette_dir`` and ``default_cassette_name``
+    fixtures (so a project's overrides apply), the ``serializer`` suffix and the marker's
+    extra cassettes (``cassettes/<module>/<test>.yaml`` when pytest-recording is not
+    installed).  vcrpy's in-process patching is turned off (pytest-recording's
+    ``--disable-recording``); matching is vcrpy-compatible (method, URL and stream flag;
+    bodies reported as divergences).  A test not marked ``vcr`` gets no cassette: its
+    requests miss.  Each test's misses and divergences are attached to its report
+    ("spoolproxy playback").  A test that takes pytest-recording's ``vcr`` fixture gets a
+    vcrpy-Cassette look-alike (:class:`~spoolproxy.replayer.vcrview.CassetteView`): the
+    recorded requests and responses and what the proxy served from them.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -66,6 +73,14 @@ def pytest_configure(config) -> None:
             config.args.append(str(suite))
     if config.getoption("spoolproxy"):
         config.option.disable_recording = True  # pytest-recording: no vcrpy patching under --spoolproxy
+        if getattr(config.option, "allowed_hosts", None) is not None or hasattr(config.option, "block_network"):
+            # pytest-recording's --block-network must let the client reach the proxy
+            config.option.allowed_hosts = ",".join(filter(None, [config.option.allowed_hosts or "", r"127\.0\.0\.1"]))
+        # real sockets now sit under the project's clients where vcrpy's stubs had none: a
+        # client the project never closes leaves an unclosed socket or asyncio transport,
+        # which a `filterwarnings = error` suite would turn into a failure of a later test
+        for what in ("unclosed transport", "unclosed <socket", "unclosed <ssl.SSLSocket"):
+            config.addinivalue_line("filterwarnings", f"ignore:{what}:ResourceWarning")
         config.pluginmanager.register(VcrLayoutPlayback(config), "spoolproxy-vcr-playback")
 
 
@@ -171,6 +186,35 @@ def _vcr_cassette(item) -> Path | None:
     return module.parent / "cassettes" / module.stem / name
 
 
+def _recording_cassettes(request) -> list[Path] | None:
+    """The cassettes pytest-recording would load for this test, from its own fixtures
+    (``vcr_cassette_dir``, ``default_cassette_name``, ``vcr_config``), or None when
+    pytest-recording is not installed.  Only existing files are returned."""
+    import os
+
+    markers = list(request.node.iter_markers(name="vcr"))
+    if not markers:
+        return []
+    try:
+        directory = request.getfixturevalue("vcr_cassette_dir")
+        name = request.getfixturevalue("default_cassette_name")
+        config = dict(request.getfixturevalue("vcr_config") or {})
+    except pytest.FixtureLookupError:
+        return None
+    for m in markers[::-1]:  # the closest marker wins, as in pytest-recording's merge_kwargs
+        config.update(m.kwargs)
+    suffix = f".{config['serializer']}" if "serializer" in config else ".yaml"
+    directory = str(config.get("cassette_library_dir") or directory)
+    default = os.path.join(directory, name)
+    paths = [default if default.endswith(suffix) else default + suffix]
+    paths += [p if os.path.isabs(p) else os.path.join(directory, p) for m in markers for p in m.args]
+    out: list[Path] = []
+    for p in paths:
+        if os.path.exists(p) and Path(p) not in out:
+            out.append(Path(p))
+    return out
+
+
 def _default_cassette_name(cls, test_name: str) -> str:
     """pytest-recording's default cassette name (``Class.test`` or ``test``, unsafe characters as ``-``)."""
     try:
@@ -199,9 +243,15 @@ class VcrLayoutPlayback:
 
         from .errors import SpoolError
 
-        runner = ProxyRunner([Playback(PlaybackSession(PlaybackConfig(cassettes=[])))])
+        # each client connection closes after its response: a project's pooled client must
+        # not carry a connection opened in one test's event loop into the next test
+        runner = ProxyRunner([Playback(PlaybackSession(PlaybackConfig(cassettes=[], close_connections=True)))])
         try:
-            runner.start()
+            # a project's `filterwarnings = error` must not turn the proxy's own start-up
+            # warnings (mitmproxy's dependencies, while it imports them) into errors
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                runner.start()
         except SpoolError as exc:
             raise pytest.UsageError(f"--spoolproxy: {exc}") from None
         self.runner = runner
@@ -222,7 +272,46 @@ class VcrLayoutPlayback:
     def pytest_runtest_setup(self, item) -> None:
         from .replayer import control
 
-        control.switch(self.runner.proxy_url, self._paths(item))
+        item.stash[_LOADED] = self._paths(item)
+        control.switch(self.runner.proxy_url, item.stash[_LOADED])
+
+    @pytest.fixture(autouse=True)
+    def _spoolproxy_recording_cassettes(self, request):
+        """Switch to exactly the cassettes pytest-recording would load, once its fixtures
+        (and the project's overrides of them) are known."""
+        from .replayer import control
+
+        paths = _recording_cassettes(request)
+        if paths is not None and paths != request.node.stash.get(_LOADED, None):
+            request.node.stash[_LOADED] = paths
+            control.switch(self.runner.proxy_url, paths)
+        yield
+
+    @pytest.fixture
+    def vcr(self, request, _spoolproxy_recording_cassettes):
+        """pytest-recording's ``vcr`` fixture under ``--spoolproxy``: a view of the cassettes
+        the proxy serves to this test, with vcrpy's Cassette API (None when the test is not
+        marked ``vcr`` or has no cassette, as under pytest-recording)."""
+        from .replayer.vcrview import CassetteView
+
+        paths = request.node.stash.get(_LOADED, [])
+        if request.node.get_closest_marker("vcr") is None or not paths:
+            yield None
+            return
+        yield CassetteView(paths, lambda: self._served(request.node))
+
+    def _served(self, item) -> list[tuple[Path, int]]:
+        """``(cassette, interaction)`` pairs served to ``item`` so far: closed segments and
+        the current one."""
+        from .replayer import control
+
+        requests = [*item.stash.get(_SERVED, []), *(control.report(self.runner.proxy_url).get("requests") or [])]
+        out = []
+        for r in requests:
+            ref = r.get("served") if isinstance(r, dict) else None
+            if ref:
+                out.append((Path.cwd() / ref["cassette"], int(ref["interaction"])))
+        return out
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
@@ -230,11 +319,17 @@ class VcrLayoutPlayback:
 
         yield
         # close the segment (setup + call) so its misses go into this test's report; the
-        # cassette is reloaded for teardown
-        answer = control.switch(self.runner.proxy_url, self._paths(item))
-        lines = _render_segment(answer.get("previous") or {})
+        # cassettes stay loaded, with what they served, for teardown
+        answer = control.checkpoint(self.runner.proxy_url)
+        previous = answer.get("previous") or {}
+        item.stash[_SERVED] = list(previous.get("requests") or [])
+        lines = _render_segment(previous)
         if lines:
             item.add_report_section("call", "spoolproxy playback", "\n".join(lines))
+
+
+_LOADED = pytest.StashKey[list]()
+_SERVED = pytest.StashKey[list]()
 
 
 def _render_segment(previous: dict) -> list[str]:

@@ -141,3 +141,52 @@ def test_spoolproxy_serves_pytest_recording_cassettes(tmp_path: Path) -> None:
     assert "1 failed, 2 passed" in out, out + proxied.stderr
     assert "PASSED test_api.py::test_lookup_with_curl" in out and "FAILED test_api.py::test_other_order" in out
     assert "spoolproxy playback" in out and "MISS" in out and "ORD-9" in out  # the miss is explained
+
+
+def test_spoolproxy_honours_project_fixtures_and_the_vcr_fixture(tmp_path: Path) -> None:
+    """A project that moves its cassettes (``vcr_cassette_dir``), inspects pytest-recording's
+    ``vcr`` fixture, turns warnings into errors and keeps one pooled async client across
+    tests: the same tests pass with vcrpy and under --spoolproxy."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent('''
+        import os
+        import pytest
+
+        @pytest.fixture(scope="module")
+        def vcr_cassette_dir(request):
+            return os.path.join(os.path.dirname(str(request.node.fspath)), "recorded")
+    '''))
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
+    (tmp_path / "test_api.py").write_text(textwrap.dedent('''
+        import asyncio, json
+        import httpx
+        import pytest
+
+        URL = "http://shop.example/orders?id=ORD-1001"
+        CLIENT = {}
+
+        def shared():  # one pooled client for the whole module, as SDK wrappers often cache it
+            if "c" not in CLIENT:
+                CLIENT["c"] = httpx.AsyncClient()
+            return CLIENT["c"]
+
+        @pytest.mark.vcr
+        def test_first(vcr):
+            assert asyncio.run(shared().get(URL)).json()["orders"][0]["status"] == "shipped"
+            assert len(vcr) == 1 and vcr.requests[0].uri == URL and vcr.play_count == 1 and vcr.all_played
+
+        @pytest.mark.vcr
+        def test_second(vcr):   # a new event loop: the pooled connection of test_first must not be reused
+            assert asyncio.run(shared().get(URL)).status_code == 200
+            assert vcr.play_counts[0] == 1
+
+        def test_no_cassette(vcr):
+            assert vcr is None
+    '''))
+    d = tmp_path / "recorded"
+    d.mkdir()
+    for name in ("test_first", "test_second"):
+        (d / f"{name}.yaml").write_text(VCR_CASSETTE)
+    plain = pytest_run(tmp_path, "test_api.py", "-rA")
+    assert "3 passed" in plain.stdout, plain.stdout
+    proxied = pytest_run(tmp_path, "test_api.py", "--spoolproxy", "-rA")
+    assert "3 passed" in proxied.stdout, proxied.stdout + proxied.stderr

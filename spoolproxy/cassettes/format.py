@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .bodies import decode_body, json_style, render_json
-from .model import BodyRef, Cassette, CassetteMeta, Chunk, Failure, Interaction, Request, Response
+from .model import BodyRef, Cassette, CassetteMeta, Chunk, Failure, Interaction, Request, Response, header_get
 
 FORMAT_VERSION = 1
 
@@ -105,6 +105,16 @@ def _response(d: dict, ext: dict) -> Response:
         if ref is None and sum(c.size for c in chunks) != len(body):
             chunks = None  # body edited by hand: the boundaries no longer apply
     return Response(status=code, reason=reason, headers=headers, body=body, body_ref=ref, chunks=chunks)
+
+
+def _encoding_decoded(doc: dict, response: Response) -> str | None:
+    """The ``Content-Encoding`` a stored response declared and the loader removed (the body
+    was decoded), lower-case; None otherwise."""
+    declared = header_get(_headers(doc.get("headers")), "content-encoding")
+    enc = (declared or "").strip().lower()
+    if not enc or enc == "identity" or header_get(response.headers, "content-encoding") is not None:
+        return None
+    return enc
 
 
 def _time(v: Any) -> datetime | None:
@@ -194,14 +204,20 @@ class DocumentReader:
         self._parsed = self._parsed or "parsed_body" in item["request"] or "parsed_body" in (item.get("response") or {})
         try:
             err = ext.get("error")
+            response = _response(item["response"], ext) if item.get("response") else None
+            extra = {k: v for k, v in ext.items() if k not in _EXT_KEYS}
+            if response is not None and "content_encoding" not in extra:
+                enc = _encoding_decoded(item["response"], response)
+                if enc:
+                    extra["content_encoding"] = enc  # a vcrpy body stored encoded: playback can encode it again
             self.interactions.append(
                 Interaction(
                     request=_request(item["request"]),
-                    response=_response(item["response"], ext) if item.get("response") else None,
+                    response=response,
                     error=Failure.model_validate(err) if err else None,
                     started_at=_time(ext.get("started_at")),
                     duration_ms=ext.get("duration_ms"),
-                    extra={k: v for k, v in ext.items() if k not in _EXT_KEYS},
+                    extra=extra,
                 )
             )
         except FormatError as exc:

@@ -49,6 +49,10 @@ class PlaybackTable(BaseModel):
     record_mode: str | None = None
     live: list[str] = []
     report: str | None = None
+    diff_dir: str | None = None
+    encode_as_recorded: bool | None = None
+    sdk_rules: bool | None = None
+    disable_rules: list[str] = []
     isolate: bool | None = None
 
 
@@ -81,12 +85,23 @@ def _table(path) -> PlaybackTable:
               help="vcrpy record modes; new_episodes sends misses upstream and records them.  [default: none]")
 @click.option("--live", multiple=True, metavar="GLOB", help="Send hosts matching GLOB upstream and record them (repeatable).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Write the playback report as JSON.")
+@click.option("--diff-dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write each miss's and divergence's full detail to DIR: both normalised request bodies "
+              "(redacted) and every difference; the report itself stays capped.")
+@click.option("--encode-as-recorded", is_flag=True, default=None,
+              help="Serve bodies with the Content-Encoding they were recorded with (gzip, deflate, br, zstd) "
+              "instead of decoded.")
+@click.option("--sdk-rules/--no-sdk-rules", default=None,
+              help="Apply the built-in volatile-field rules for popular SDKs (openai-agents, litellm, telemetry; "
+              "see docs/playback.md).  [default: on]")
+@click.option("--disable-rule", multiple=True, metavar="NAME", help="Turn off one built-in SDK rule (repeatable).")
 @click.option("--skip-bad", is_flag=True, help="Skip corrupt cassettes in a directory instead of refusing to start.")
 @click.option("--isolate", is_flag=True, default=None,
               help="Run CMD in a network namespace where the proxy is the only reachable endpoint (Linux): a client "
               "that ignores the proxy variables fails at once and the summary names the host it tried.")
 def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignore_json_path, normalize,
-            match_header, realtime, record_mode, live, report_path, skip_bad, isolate, guard_flags) -> None:
+            match_header, realtime, record_mode, live, report_path, diff_dir, encode_as_recorded, sdk_rules,
+            disable_rule, skip_bad, isolate, guard_flags) -> None:
     """Serve cassettes so CMD re-runs offline; every miss and divergence is explained.
 
     \b
@@ -103,12 +118,14 @@ def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignor
     served like any response, and stops later live model requests too.
     """
     serve(proxy, cassettes, match, strict, allow_repeats, ignore_json_path, normalize, match_header, realtime,
-          record_mode, live, report_path, skip_bad, isolate, guard_flags)
+          record_mode, live, report_path, skip_bad, isolate, guard_flags, diff_dir=diff_dir,
+          encode_as_recorded=encode_as_recorded, sdk_rules=sdk_rules, disable_rule=disable_rule)
 
 
 def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_repeats=None, ignore_json_path=(),
           normalize=(), match_header=(), realtime=None, record_mode=None, live=(), report_path=None,
-          skip_bad=False, isolate=None, guard_flags=None) -> None:
+          skip_bad=False, isolate=None, guard_flags=None, *, diff_dir=None, encode_as_recorded=None, sdk_rules=None,
+          disable_rule=()) -> None:
     """Run playback with these settings (the body of ``spoolproxy playback``; ``record
     --record-mode once|new_episodes|none`` calls it too).  Exits through SystemExit with
     the status :func:`exit_status` picks (CMD's non-zero status wins over STRICT_EXIT)."""
@@ -134,11 +151,15 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
             match_headers=(*t.match_headers, *match_header),
             redact_headers=tuple(redact_table.get("headers", []) or ()),
             redact_patterns=tuple(redact_table.get("patterns", []) or ()),
+            sdk_rules=bool(sdk_rules if sdk_rules is not None else (t.sdk_rules if t.sdk_rules is not None else True)),
+            disabled_rules=(*t.disable_rules, *disable_rule),
         ),
         realtime=bool(realtime if realtime is not None else t.realtime),
         record_mode=mode,  # type: ignore[arg-type]
         live=(*t.live, *live),
         skip_bad=skip_bad,
+        diff_dir=diff_dir or t.diff_dir,
+        encode_as_recorded=bool(encode_as_recorded if encode_as_recorded is not None else t.encode_as_recorded),
     )
     if cfg.match not in ("default", "exact"):
         raise UsageError(f"config [playback] match = {cfg.match!r}: use 'default' or 'exact'")

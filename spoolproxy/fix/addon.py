@@ -45,9 +45,10 @@ META = "spoolproxy.fork"
 
 
 class _Decided:
-    """What :class:`Playback` sees as its session: it hands over the decision the fork
-    session already made for the flow being handled (hooks run one at a time on the
-    proxy's event loop, so ``pending`` belongs to the current flow)."""
+    """What :class:`Playback` sees as its session (its ``config``, ``serve_failed``): the
+    fork session already made the decision, which :meth:`ForkAddon.request` hands to
+    :meth:`Playback.carry_out` with ``current`` set to it (``decide`` serves callers that
+    go through :meth:`Playback.request` with ``pending`` set)."""
 
     def __init__(self) -> None:
         self.config = PlaybackConfig()
@@ -121,7 +122,7 @@ class ForkAddon:
         if self.recorder is not None and flow.request.pretty_host != CONTROL_HOST:
             self.recorder.requestheaders(flow)
 
-    def request(self, flow: http.HTTPFlow) -> None:
+    async def request(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None or flow.error is not None:
             return
         if self.session is None or flow.request.pretty_host == CONTROL_HOST:
@@ -158,8 +159,8 @@ class ForkAddon:
             status, headers, body = d.response
             flow.response = http.Response.make(status, body, headers)
         elif d.playback is not None:
-            self.shim.pending = d
-            self.playback.request(flow)
+            self.shim.current = d  # the decision is made: Playback only carries it out
+            await self.playback.carry_out(flow, d.playback)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         self.playback.responseheaders(flow)

@@ -9,7 +9,11 @@ Life of a flow (mitmproxy hooks):
   ``Interaction.extra``, e.g. where a fork served the request from); a request body declared larger than
   ``record_max_body_size`` is streamed upstream instead of buffered and stored like a big
   response body, named in the interaction's ``spoolproxy.request_body`` extension
-  (``{file|elided, size, sha256}``) with an empty ``body``;
+  (``{file|elided, size, sha256}``) with an empty ``body``.  When the upstream answers
+  before such an upload is complete (a 413 after the first megabytes), the rest of the body
+  never reaches the proxy: the interaction keeps what arrived and the extension says
+  ``{truncated: true, full_size: <Content-Length>, size, sha256}`` so playback matches the
+  whole upload against it;
 * ``responseheaders``: a :class:`~.bodysink.BodySink` becomes ``flow.response.stream``, so
   every chunk goes to the client unbuffered as it arrives while its size and arrival offset
   are noted and the body is decoded (gzip/deflate/br/zstd) and kept up to
@@ -44,6 +48,8 @@ the same cassette) is first recovered into ``<stem>.recovered-<time>.yaml``.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import itertools
 import logging
 import time
@@ -54,7 +60,8 @@ from typing import Callable
 
 from ..cassettes.bodies import decode_body
 from ..cassettes.journal import Journal, is_locked, journal_path, read_journal
-from ..cassettes.model import Cassette, CassetteMeta, Chunk, Failure, HeaderDict, Interaction, Request, Response, header_without
+from ..cassettes.model import (Cassette, CassetteMeta, Chunk, Failure, HeaderDict, Interaction, Request, Response,
+                               header_get, header_without)
 from ..cassettes.redact import Redactor
 from ..cassettes.redact_late import late_pass
 from ..cassettes.storage import save, side_dir
@@ -285,11 +292,16 @@ class Recorder:
         headers = req.headers
         if got.decoded and _encoded(headers):
             headers = header_without(headers, "content-encoding", "content-length")
+        cut = _cut_upload(flow, sink.wire_size)
         if got.body_ref is None:
+            if cut is not None:  # an early response stopped the upload: say so, with what is known
+                cap.request_body = {"size": len(got.body), "sha256": hashlib.sha256(got.body).hexdigest(), **cut}
             return req.model_copy(update={"body": got.body, "headers": headers})
         ref = got.body_ref
         cap.request_body = {"file": ref.file, "size": ref.size, "sha256": ref.sha256} if ref.file else {
             "elided": True, "size": ref.size, "sha256": ref.sha256}
+        if cut is not None:
+            cap.request_body.update(cut)
         return req.model_copy(update={"body": b"", "headers": headers})
 
     def responseheaders(self, flow) -> None:
@@ -423,6 +435,10 @@ class Recorder:
         if failure is not None and failure.message:
             failure = failure.model_copy(update={"message": self.redactor.text(failure.message)})
         extra: dict = dict(cap.extra)
+        if response is not None:
+            enc = (header_get(cap.headers, "content-encoding") or "").strip().lower()
+            if enc and enc != "identity" and header_get(response.headers, "content-encoding") is None:
+                extra["content_encoding"] = enc  # decoded for the cassette; --encode-as-recorded re-applies it
         if cap.request_body is not None:
             extra["request_body"] = cap.request_body
         if cap.response_after_ms is not None:
@@ -571,6 +587,21 @@ def _small_whole_body(resp, max_body_size: int) -> bool:
 def _resolve(fut) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+def _cut_upload(flow, wire_size: int) -> dict | None:
+    """``{"truncated": True, "full_size": N}`` when a streamed upload stopped before its
+    declared ``Content-Length`` (the upstream answered early, e.g. 413, and the rest of the
+    body never passed through the proxy), else None.  The cassette then holds the first
+    ``size`` bytes with their sha256, and playback matches a request of ``full_size`` bytes
+    that starts with them."""
+    try:
+        declared = int(flow.request.headers.get("content-length", ""))
+    except ValueError:
+        return None
+    if wire_size >= declared or _encoded(headers_of(flow.request)):
+        return None
+    return {"truncated": True, "full_size": declared}
 
 
 def _client_already_has_it(flow) -> bool:

@@ -7,9 +7,16 @@ playback addon itself and never forwarded (plain HTTP, so any proxy-aware client
   serve these cassettes from now on.  Answers ``200`` with ``{"ok": true, "interactions": N,
   "previous": <report of the cassettes served until now>}``, or ``400`` with
   ``{"ok": false, "error": "..."}`` (the old cassettes stay loaded).
+* ``POST http://spoolproxy.control/checkpoint``: close the current segment and answer
+  ``{"ok": true, "previous": <its report>}``, keeping the same cassettes loaded with what
+  they already served (a test runner's teardown after the call phase).
 * ``GET http://spoolproxy.control/report``: the report of the cassettes loaded now (the
   requests since the last switch and their unused interactions; each switch's answer holds
   the report of the cassettes it replaced, the end-of-run report holds every segment).
+
+Unused interactions are counted once per loaded set: a load that replaces the cassettes
+adds the replaced set's unused interactions to the run's report (the set given at start-up
+only when it served something), a checkpoint adds nothing.
 * ``GET http://spoolproxy.control/status``: ``{"cassettes": [...], "interactions": N, "unused": N}``.
 
 Paths are resolved by the proxy process (relative to its working directory).
@@ -49,6 +56,23 @@ def switch(proxy_url: str, paths: Sequence[str | Path]) -> dict[str, Any]:
     data = _json(r)
     if r.status_code != 200 or not data.get("ok"):
         raise SpoolError(f"playback proxy refused the cassettes: {data.get('error') or r.text[:200]}")
+    return data
+
+
+def checkpoint(proxy_url: str) -> dict[str, Any]:
+    """Close the current segment of the playback proxy at ``proxy_url`` and keep its
+    cassettes; returns the answer (``previous``: the closed segment's report as a dict).
+    Raises SpoolError when the proxy cannot be reached or refuses."""
+    import httpx
+
+    try:
+        with _client(proxy_url) as c:
+            r = c.post(f"http://{CONTROL_HOST}/checkpoint")
+    except httpx.HTTPError as exc:
+        raise SpoolError(f"cannot reach the playback proxy at {proxy_url}: {exc}; is it running?") from None
+    data = _json(r)
+    if r.status_code != 200 or not data.get("ok"):
+        raise SpoolError(f"playback proxy refused the checkpoint: {data.get('error') or r.text[:200]}")
     return data
 
 

@@ -15,11 +15,17 @@ built the same way on both sides:
 3. ``--normalize REGEX`` matches are replaced by ``<normalized>`` (in JSON string values,
    query values and other text bodies);
 4. ``--ignore-json-path PATH`` values are replaced by ``<ignored>`` (the structure stays);
-5. the body becomes canonical bytes: JSON with sorted keys and no whitespace; form bodies as
+5. the built-in SDK rules (:mod:`.rules`) that apply to the endpoint add their own
+   normalising regexes and ignored paths, or leave the body out of the comparison;
+6. the body becomes canonical bytes: JSON with sorted keys and no whitespace; form bodies as
    sorted ``name=value`` pairs; multipart with its boundary replaced by ``BOUNDARY``; any
    other body as its (redacted, normalised) bytes.
 
-The fingerprint is the SHA-256 of those canonical bytes (hex, 32 characters).
+The fingerprint is the SHA-256 of those canonical bytes (hex, 32 characters).  The
+**stream flag** (:attr:`Normalized.stream`) says whether the request asks for a streamed
+answer: the body's boolean ``stream`` field when present, else whether ``Accept`` names
+``text/event-stream`` or NDJSON, else unknown (None).  It is part of the default-match
+fallback key, so a drifted request never gets a stream it did not ask for, or the reverse.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from urllib.parse import parse_qsl, urlsplit
 from ..cassettes.model import Request
 from ..cassettes.redact import PLACEHOLDER_RE, Redactor
 from ..errors import UsageError
+from .rules import Rule, RuleSet, select
 
 WILDCARD = "REDACTED"
 NORMALIZED = "<normalized>"
@@ -105,8 +112,9 @@ class MatchOptions:
     ``ignore_json_paths``: JSONPath subset strings (see :func:`parse_json_path`);
     ``normalize``: regexes whose matches are replaced on both sides;
     ``match_headers``: request header names that must be equal (case-insensitive names);
-    ``redact_headers``/``redact_patterns``: extra :class:`Redactor` settings.
-    Raises UsageError (from :class:`Fingerprinter`) for an invalid path or regex.
+    ``redact_headers``/``redact_patterns``: extra :class:`Redactor` settings;
+    ``sdk_rules``: apply the built-in SDK rules (:mod:`.rules`), minus ``disabled_rules``.
+    Raises UsageError (from :class:`Fingerprinter`) for an invalid path, regex or rule name.
     """
 
     ignore_json_paths: tuple[str, ...] = ()
@@ -114,6 +122,8 @@ class MatchOptions:
     match_headers: tuple[str, ...] = ()
     redact_headers: tuple[str, ...] = ()
     redact_patterns: tuple[str, ...] = ()
+    sdk_rules: bool = True
+    disabled_rules: tuple[str, ...] = ()
 
     def with_extra(self, *, ignore_json_paths: Iterable[str] = (), normalize: Iterable[str] = ()) -> "MatchOptions":
         """A copy with more ignored paths / normalising regexes (used to verify suggestions)."""
@@ -123,6 +133,8 @@ class MatchOptions:
             self.match_headers,
             self.redact_headers,
             self.redact_patterns,
+            self.sdk_rules,
+            self.disabled_rules,
         )
 
 
@@ -132,7 +144,10 @@ class Normalized:
 
     ``query``: sorted ``(name, value)`` pairs; ``body``: canonical bytes; ``body_json``: the
     normalised JSON value (None when the body is not JSON); ``body_kind``: json | form |
-    multipart | raw | empty; ``headers``: ``{lower-case name: value}`` for ``match_headers``.
+    multipart | raw | empty | ignored (an SDK rule leaves it out); ``headers``:
+    ``{lower-case name: value}`` for ``match_headers``; ``stream``: the stream flag (True,
+    False, or None when the request does not say); ``optional``/``rules``: from the SDK rules
+    that apply (see :mod:`.rules`).
     """
 
     method: str
@@ -146,6 +161,9 @@ class Normalized:
     body_json: Any = None
     headers: tuple[tuple[str, str], ...] = ()
     fingerprint: str = field(default="", compare=False)
+    stream: bool | None = field(default=None, compare=False)
+    optional: bool = field(default=False, compare=False)
+    rules: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def url_key(self) -> tuple:
@@ -156,6 +174,11 @@ class Normalized:
     def key(self) -> tuple:
         """Everything the exact matcher compares."""
         return (*self.url_key, self.fingerprint, self.headers)
+
+    def fallback_key(self, stream: bool) -> tuple:
+        """The default-match fallback key: method, URL and the stream flag (a recorded
+        request whose flag is unknown is filed under both values)."""
+        return (*self.url_key, stream)
 
     @property
     def endpoint(self) -> tuple:
@@ -186,6 +209,11 @@ class Fingerprinter:
             except re.error as exc:
                 raise UsageError(f"--normalize {rx!r} is not a valid regular expression: {exc}") from None
         self._headers = tuple(h.lower() for h in self.options.match_headers)
+        self.rules = RuleSet(select(self.options.sdk_rules, self.options.disabled_rules))
+        self._rule_parts: dict[str, tuple[tuple[re.Pattern[str], ...], tuple[tuple[Any, ...], ...]]] = {
+            r.name: (tuple(re.compile(x) for x in r.normalize), tuple(parse_json_path(p) for p in r.ignore_json_paths))
+            for r in self.rules.rules
+        }
 
     def observe(self, req: Request) -> None:
         """Remember the credentials a live request carries (headers, query), so a report's
@@ -197,27 +225,38 @@ class Fingerprinter:
         return self.learner.uri(uri)
 
     # -- text ------------------------------------------------------------------------
-    def text(self, s: str) -> str:
-        """Placeholders to the wildcard, then ``--normalize`` matches to ``<normalized>``."""
+    def text(self, s: str, extra: tuple[re.Pattern[str], ...] = ()) -> str:
+        """Placeholders to the wildcard, then ``--normalize`` (and ``extra``) matches to
+        ``<normalized>``."""
         s = PLACEHOLDER_RE.sub(WILDCARD, s)
         for rx in self._regexes:
             s = rx.sub(NORMALIZED, s)
+        for rx in extra:
+            s = rx.sub(NORMALIZED, s)
         return s
 
-    def _walk(self, v: Any) -> Any:
+    def _walk(self, v: Any, extra: tuple[re.Pattern[str], ...] = ()) -> Any:
         if isinstance(v, str):
-            return self.text(v)
+            return self.text(v, extra)
         if isinstance(v, dict):
-            return {k: self._walk(x) for k, x in v.items()}
+            return {k: self._walk(x, extra) for k, x in v.items()}
         if isinstance(v, list):
-            return [self._walk(x) for x in v]
+            return [self._walk(x, extra) for x in v]
         return v
 
     # -- body ------------------------------------------------------------------------
     def body(self, body: bytes, content_type: str = "") -> tuple[str, bytes, Any]:
         """``(kind, canonical bytes, normalised JSON or None)`` for a decoded request body."""
+        return self._body(body, content_type)[:3]
+
+    def _body(self, body: bytes, content_type: str = "", rules: tuple[Rule, ...] = ()) -> tuple[str, bytes, Any, bool | None]:
+        """:meth:`body` plus the body's boolean ``stream`` field (None when absent)."""
         if not body:
-            return "empty", b"", None
+            return "empty", b"", None, None
+        if any(r.ignore_body for r in rules):
+            return "ignored", b"", None, None
+        regexes = tuple(rx for r in rules for rx in self._rule_parts[r.name][0])
+        paths = [*self._paths, *(p for r in rules for p in self._rule_parts[r.name][1])]
         body = self.redactor.bytes_(body)
         ctype = content_type.lower()
         head = body.lstrip()[:1]
@@ -227,28 +266,50 @@ class Fingerprinter:
             except (ValueError, UnicodeDecodeError):
                 value = None
             else:
-                value = self._walk(value)
-                for steps in self._paths:
+                stream = value.get("stream") if isinstance(value, dict) else None
+                value = self._walk(value, regexes)
+                for steps in paths:
                     value = _apply_ignore(value, steps)
                 canon = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-                return "json", canon.encode("utf-8"), value
+                return "json", canon.encode("utf-8"), value, stream if isinstance(stream, bool) else None
         if "multipart/" in ctype or body.startswith(b"--"):
             boundary = _boundary(content_type, body)
             if boundary:
                 body = body.replace(b"--" + boundary, b"--BOUNDARY")
-                return "multipart", self._bytes(body), None
+                return "multipart", self._bytes(body, regexes), None, None
         if "application/x-www-form-urlencoded" in ctype:
             try:
                 pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
             except UnicodeDecodeError:
                 pairs = None
             if pairs is not None:
-                canon = "&".join(f"{k}={self.text(v)}" for k, v in sorted(pairs))
-                return "form", canon.encode("utf-8"), None
-        return "raw", self._bytes(body), None
+                canon = "&".join(f"{k}={self.text(v, regexes)}" for k, v in sorted(pairs))
+                return "form", canon.encode("utf-8"), None, None
+        return "raw", self._bytes(body, regexes), None, None
 
-    def _bytes(self, data: bytes) -> bytes:
-        return self.text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+    def _bytes(self, data: bytes, extra: tuple[re.Pattern[str], ...] = ()) -> bytes:
+        return self.text(data.decode("utf-8", "surrogateescape"), extra).encode("utf-8", "surrogateescape")
+
+    def refined(self, norm: "Normalized", ignore_json_paths: Iterable[str] = (), normalize: Iterable[str] = ()) -> bytes:
+        """``norm``'s canonical body with more ignored paths and normalising regexes applied
+        (used to check that a suggested flag would make two requests match).  Raises
+        UsageError for an invalid path or regex."""
+        try:
+            regexes = tuple(re.compile(x) for x in normalize)
+        except re.error as exc:
+            raise UsageError(f"invalid regular expression: {exc}") from None
+        steps = [parse_json_path(p) for p in ignore_json_paths]
+        if norm.body_json is None:
+            text = norm.body.decode("utf-8", "surrogateescape")
+            for rx in regexes:
+                text = rx.sub(NORMALIZED, text)
+            return text.encode("utf-8", "surrogateescape")
+        value = norm.body_json
+        if regexes:
+            value = self._walk(value, regexes)
+        for st in steps:
+            value = _apply_ignore(value, st)
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     # -- whole request -----------------------------------------------------------------
     def normalize(self, req: Request) -> Normalized:
@@ -264,7 +325,15 @@ class Fingerprinter:
         query = tuple(sorted(
             (k, t) for k, v in parse_qsl(parts.query, keep_blank_values=True) if (t := self.text(v)) != WILDCARD
         ))
-        kind, canon, value = self.body(req.body, req.header("content-type") or "")
+        host = (parts.hostname or "").lower()
+        path = PLACEHOLDER_RE.sub(WILDCARD, parts.path) or "/"  # a secret in the path (a webhook URL)
+        rules = self.rules.for_request(req.method, host, path)
+        kind, canon, value, stream = self._body(req.body, req.header("content-type") or "", rules)
+        if stream is None and kind != "ignored":
+            accept = req.header("accept")
+            if accept is not None:
+                a = accept.lower()
+                stream = "text/event-stream" in a or "ndjson" in a or "jsonl" in a
         headers: tuple[tuple[str, str], ...] = ()
         if self._headers:
             red = self.redactor.headers(req.headers)
@@ -273,15 +342,18 @@ class Fingerprinter:
         return Normalized(
             method=req.method.upper(),
             scheme=scheme,
-            host=(parts.hostname or "").lower(),
+            host=host,
             port=port,
-            path=PLACEHOLDER_RE.sub(WILDCARD, parts.path) or "/",  # a secret in the path (a webhook URL)
+            path=path,
             query=query,
             body=canon,
             body_kind=kind,
             body_json=value,
             headers=headers,
             fingerprint=hashlib.sha256(canon).hexdigest()[:32],
+            stream=stream,
+            optional=any(r.optional for r in rules),
+            rules=tuple(r.name for r in rules),
         )
 
 

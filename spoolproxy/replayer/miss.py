@@ -32,11 +32,17 @@ def provider_of(host: str, path: str) -> str:
 
 
 def miss_message(lookup: Lookup) -> str:
-    """One paragraph naming spoolproxy, the request and the nearest recorded request."""
+    """One paragraph naming spoolproxy, the request and, when its explanation is ready, the
+    nearest recorded request and the first fields that differ (bounded: at most five
+    paths and three reasons)."""
     req = lookup.request
     uri = lookup.display_uri or req.uri
     msg = f"spoolproxy playback: no recorded interaction matches {req.method} {uri}"
-    if lookup.nearest is not None:
+    if lookup.outcome == "optional":
+        msg += f" (an optional request under the SDK rule {', '.join(lookup.actual.rules)}: not counted as a miss)"
+    if not lookup.explained.is_set():
+        msg += "; the explanation (nearest recorded request, differing fields) was not ready within 50 ms"
+    elif lookup.nearest is not None:
         msg += f"; nearest recorded request: {lookup.nearest.ref().label()}"
         if lookup.changes:
             msg += "; differs at " + ", ".join(c.path for c in lookup.changes[:5])

@@ -1,11 +1,17 @@
 """The playback report: what happened to every request, and what was never requested.
 
-Outcomes: ``exact`` (the index found the request), ``divergence`` (no exact match; the next
-unused interaction with the same method and URL was served, vcrpy-style), ``miss`` (nothing
-served; the client got an explained error), ``live`` (sent upstream: ``--live`` host or
-``new_episodes``).  ``--report FILE`` writes :class:`PlaybackReport` as JSON; the text form
-ends with the summary line
+Outcomes: ``exact`` (the index found the request), ``divergence`` (no exact match; the
+nearest unused interaction with the same method, URL and stream flag was served,
+vcrpy-style), ``miss`` (nothing served; the client got an explained error), ``optional``
+(a miss on an endpoint a built-in SDK rule marks optional, such as telemetry: reported, not
+a failure), ``live`` (sent upstream: ``--live`` host or ``new_episodes``).  ``--report
+FILE`` writes :class:`PlaybackReport` as JSON; the text form ends with the summary line
 ``spoolproxy playback: served exactly N, served with divergence N, missed N, unused N``.
+
+Reports stay small whatever the bodies: each request keeps at most 50 differences with
+bounded previews (:mod:`.diff`), a whole report at most :data:`MAX_REPORT_CHANGES`, and the
+text form at most :data:`MAX_RENDER_LINES_PER_REQUEST` lines per request and
+:data:`MAX_RENDER_LINES` in all; ``--diff-dir DIR`` writes the complete detail to files.
 """
 
 from __future__ import annotations
@@ -19,9 +25,15 @@ from ..cassettes.storage import atomic_write
 from ..errors import SpoolError
 from .diff import Change
 
-Outcome = Literal["exact", "divergence", "miss", "live"]
+Outcome = Literal["exact", "divergence", "miss", "optional", "live"]
 #: ``method`` of report entries for network access blocked by ``--isolate`` (see :mod:`.blocked`)
 BLOCKED_METHODS = ("DNS", "CONNECT")
+
+#: body differences kept in one report (later requests keep their reasons and suggestions)
+MAX_REPORT_CHANGES = 1000
+#: lines the text report prints for one request, and in all
+MAX_RENDER_LINES_PER_REQUEST = 60
+MAX_RENDER_LINES = 2000
 
 
 class RecordedRef(BaseModel):
@@ -47,7 +59,9 @@ class RequestOutcome(BaseModel):
     ``warnings``: what the client got differs from what was recorded although the request
     matched (a body elided at record time is served empty); they fail ``--strict`` like a
     divergence.  A request whose recorded side body file could not be read at serve time is
-    a ``miss`` (the client got an error) with the reason in ``reasons``.
+    a ``miss`` (the client got an error) with the reason in ``reasons``.  ``detail_files``:
+    the files ``--diff-dir`` wrote for this request (both normalised bodies, every
+    difference).
     """
 
     seq: int
@@ -62,10 +76,13 @@ class RequestOutcome(BaseModel):
     suggestions: list[str] = Field(default_factory=list)
     suggestion_verified: bool | None = None
     warnings: list[str] = Field(default_factory=list)
+    detail_files: list[str] = Field(default_factory=list)
 
     def render(self) -> list[str]:
-        """Human lines (used for divergences and misses at exit)."""
-        head = {"miss": "MISS", "divergence": "DIVERGENCE", "exact": "WARNING", "live": "live"}[self.outcome]
+        """Human lines (used for divergences and misses at exit), at most
+        :data:`MAX_RENDER_LINES_PER_REQUEST`."""
+        head = {"miss": "MISS", "divergence": "DIVERGENCE", "exact": "WARNING", "live": "live",
+                "optional": "OPTIONAL"}[self.outcome]
         lines = [f"{head} #{self.seq} {self.method} {self.uri}"]
         if self.served is not None:
             lines.append(f"  served {self.served.label()}" + (" again (--allow-repeats)" if self.repeat else ""))
@@ -83,6 +100,11 @@ class RequestOutcome(BaseModel):
             )
             lines.append(f"  to match, add: {' '.join(self.suggestions)}{verdict}")
         lines += [f"  warning: {w}" for w in self.warnings]
+        if self.detail_files:
+            lines.append(f"  full detail: {', '.join(self.detail_files)}")
+        if len(lines) > MAX_RENDER_LINES_PER_REQUEST:
+            more = len(lines) - MAX_RENDER_LINES_PER_REQUEST + 1
+            lines = [*lines[: MAX_RENDER_LINES_PER_REQUEST - 1], f"  … {more} more lines (see --report FILE or --diff-dir DIR)"]
         return lines
 
 
@@ -115,6 +137,11 @@ class PlaybackReport(BaseModel):
         return self.count("live")
 
     @property
+    def optional(self) -> int:
+        """Requests to an optional endpoint (SDK rule) that no cassette holds."""
+        return self.count("optional")
+
+    @property
     def warned(self) -> int:
         """Requests served with a warning (e.g. a body elided at record time)."""
         return sum(1 for r in self.requests if r.warnings)
@@ -131,15 +158,23 @@ class PlaybackReport(BaseModel):
             f"spoolproxy playback: served exactly {self.exact}, served with divergence {self.divergences}, "
             f"missed {self.misses}, unused {len(self.unused)}"
         )
-        return line + (f", live {self.live}" if self.live else "") + (f", warnings {self.warned}" if self.warned else "")
+        return (line + (f", live {self.live}" if self.live else "") + (f", optional {self.optional}" if self.optional else "")
+                + (f", warnings {self.warned}" if self.warned else ""))
 
     def render(self, *, max_unused: int = 20) -> str:
         """The end-of-run text: every divergence and miss with its diff, unused interactions,
         then the summary line."""
         lines: list[str] = []
+        shown = 0
         for r in self.requests:
-            if r.outcome in ("divergence", "miss") or r.warnings:
+            if r.outcome in ("divergence", "miss", "optional") or r.warnings:
+                if len(lines) >= MAX_RENDER_LINES:
+                    break
                 lines += r.render()
+                shown += 1
+        rest = sum(1 for r in self.requests if r.outcome in ("divergence", "miss", "optional") or r.warnings) - shown
+        if rest:
+            lines.append(f"… {rest} more misses and divergences not shown (see --report FILE)")
         if self.unused:
             lines.append(f"never requested ({len(self.unused)}):")
             lines += [f"  {u.label()}" for u in self.unused[:max_unused]]

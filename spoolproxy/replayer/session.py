@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal
@@ -26,8 +27,9 @@ from ..cassettes import iter_paths, load
 from ..cassettes.model import Cassette, Request
 from ..errors import CassetteError, UsageError
 from .fingerprint import Fingerprinter, MatchOptions
+from .explain import Explainer
 from .index import Index, Lookup, MatchMode
-from .report import PlaybackReport, RequestOutcome
+from .report import PlaybackReport, RecordedRef, RequestOutcome
 
 RecordMode = Literal["none", "once", "new_episodes", "all"]
 RECORD_MODES = ("none", "once", "new_episodes", "all")
@@ -45,6 +47,9 @@ class PlaybackConfig:
     record_mode: RecordMode = "none"
     live: tuple[str, ...] = ()
     skip_bad: bool = False
+    diff_dir: str | None = None  #: --diff-dir: write each divergence's and miss's full detail here
+    encode_as_recorded: bool = False  #: --encode-as-recorded: serve bodies with their recorded Content-Encoding
+    close_connections: bool = False  #: close each HTTP/1 client connection after its response (pytest --spoolproxy)
 
 
 def load_cassettes(paths: Iterable[str | Path], *, skip_bad: bool = False, missing_ok: bool = False) -> tuple[list[Cassette], list[str]]:
@@ -127,16 +132,26 @@ class Decision:
 
     ``action``: serve (``lookup.entry``'s response) | kill (the recording has a transport
     failure and no response: close the connection) | miss (answer with the explained
-    error) | live (send upstream; a recorder, when present, records it).
+    error) | live (send upstream; a recorder, when present, records it).  ``explained``:
+    the background explanation of a divergence or miss (a miss response may wait for it
+    up to :data:`~.explain.MISS_WAIT_S`).
     """
 
     action: Literal["serve", "kill", "miss", "live"]
     lookup: Lookup | None = None
     outcome: RequestOutcome | None = None  # the report entry of this request
+    explained: Future | None = None
 
 
 class PlaybackSession:
-    """Loaded cassettes + index + report for one run (or one control-endpoint segment).
+    """Loaded cassettes + index + report for one run, in segments (one per control-endpoint
+    load or checkpoint).
+
+    Unused interactions are counted once per loaded set: when a load replaces the
+    cassettes, the replaced set's unused interactions join the run's report, except for
+    the set given at start-up when it was replaced before serving anything (a proxy
+    started with a directory and then driven one cassette per test); a checkpoint closes a
+    segment's requests but keeps the set and what it served.
 
     Thread-safe.  Raises CassetteError / UsageError when the cassettes or options are bad.
     """
@@ -146,8 +161,13 @@ class PlaybackSession:
             raise UsageError(f"--record-mode {config.record_mode!r}: choose one of {', '.join(RECORD_MODES)}")
         self.config = config
         self.fingerprinter = Fingerprinter(config.options)
+        self.explainer = Explainer(config.diff_dir)
         self._lock = threading.Lock()
-        self._previous = PlaybackReport(match=config.match, record_mode=config.record_mode)
+        self._done_requests: list[RequestOutcome] = []  # closed segments, in order
+        self._done_unused: list[RecordedRef] = []  # sets replaced by a load
+        self._by_control = False  # the current set came from a control-endpoint load
+        self._served_by_set = 0  # requests answered from the current set
+        self._all_names: list[str] = []  # cassettes of the replaced sets
         self.skipped: list[str] = []
         self._load(config.cassettes)
 
@@ -158,10 +178,12 @@ class PlaybackSession:
         self.recording_new = self.config.record_mode == "all" or (
             self.config.record_mode == "once" and not any(Path(p).exists() for p in paths)
         )
-        self.index = Index(cassettes, self.fingerprinter, match=self.config.match, allow_repeats=self.config.allow_repeats)
-        self.skipped = skipped
-        self._outcomes: list[RequestOutcome] = []
-        self._names = [str(c.path) for c in cassettes]
+        index = Index(cassettes, self.fingerprinter, match=self.config.match, allow_repeats=self.config.allow_repeats)
+        with self._lock:  # a load may run on a worker thread while requests are decided
+            self.index = index
+            self.skipped = skipped
+            self._outcomes: list[RequestOutcome] = []
+            self._names = [str(c.path) for c in cassettes]
 
     # -- per request -------------------------------------------------------------------
     def is_live_host(self, host: str) -> bool:
@@ -170,25 +192,31 @@ class PlaybackSession:
         return any(fnmatch.fnmatchcase(h, g.lower()) for g in self.config.live)
 
     def decide(self, request: Request) -> Decision:
-        """Look ``request`` up and record its outcome (see :class:`Decision`)."""
+        """Look ``request`` up and record its outcome (see :class:`Decision`).  Costs the
+        body's normalisation (linear in its size) plus an O(1) look-up; explaining a
+        divergence or miss is handed to the background :class:`~.explain.Explainer`."""
         if self.recording_new or self.is_live_host(request.host):
             self._add_live(request)
             return Decision("live")
-        lookup = self.index.lookup(request)
-        if lookup.outcome == "miss" and self.config.record_mode == "new_episodes":
+        index = self.index
+        lookup = index.lookup(request, explain=False)
+        if lookup.outcome in ("miss", "optional") and self.config.record_mode == "new_episodes":
             self._add_live(request)
             return Decision("live", lookup)
         outcome = self._add(lookup)
-        if lookup.outcome == "miss":
-            return Decision("miss", lookup, outcome)
+        explained = None
+        if lookup.outcome != "exact":
+            explained = self.explainer.submit(index, lookup, outcome, self._lock)
+        if lookup.outcome in ("miss", "optional"):
+            return Decision("miss", lookup, outcome, explained)
         it = lookup.entry.interaction  # type: ignore[union-attr]
         if it.response is None:
-            return Decision("kill", lookup, outcome)
+            return Decision("kill", lookup, outcome, explained)
         ref = it.response.body_ref
         if ref is not None and not ref.file:
             outcome.warnings.append(f"body was elided at record time (--large-bodies elide, {ref.size} bytes "
                                     "not stored): the client got an empty body")
-        return Decision("serve", lookup, outcome)
+        return Decision("serve", lookup, outcome, explained)
 
     def serve_failed(self, decision: Decision, reason: str) -> None:
         """The recorded response of ``decision`` could not be served (a side body file went
@@ -230,6 +258,7 @@ class PlaybackSession:
 
     def _add(self, lk: Lookup) -> RequestOutcome:
         with self._lock:
+            self._served_by_set += 1
             self._outcomes.append(
                 RequestOutcome(
                     seq=len(self._outcomes) + 1,
@@ -237,21 +266,26 @@ class PlaybackSession:
                     method=lk.request.method,
                     uri=lk.display_uri,
                     served=lk.entry.ref() if lk.entry else None,
-                    nearest=lk.nearest.ref() if lk.nearest else None,
                     repeat=lk.repeat,
-                    reasons=lk.reasons,
-                    differences=lk.changes,
-                    suggestions=lk.suggestions,
-                    suggestion_verified=lk.verified,
                 )
             )
             return self._outcomes[-1]
 
     # -- reports -------------------------------------------------------------------------
+    def _drain(self) -> None:
+        left = self.explainer.drain()
+        if left:
+            with self._lock:
+                for o in self._outcomes:
+                    if o.outcome != "exact" and not o.reasons:
+                        o.reasons.append("explanation still running when the report was made")
+
     def segment_report(self) -> PlaybackReport:
-        """The report of the cassettes currently loaded (requests so far, unused now)."""
+        """The report of the current segment: its requests and the current set's unused
+        interactions (waits for explanations still running)."""
+        self._drain()
         with self._lock:
-            outcomes = list(self._outcomes)
+            outcomes = [o.model_copy(deep=True) for o in self._outcomes]
         return PlaybackReport(
             cassettes=self._names,
             match=self.config.match,
@@ -261,20 +295,44 @@ class PlaybackSession:
         )
 
     def report(self) -> PlaybackReport:
-        """The whole run: every earlier segment followed by the current one."""
-        return self._previous.merge(self.segment_report())
+        """The whole run: every segment's requests (renumbered in order), the unused
+        interactions of every replaced set that counts and of the current one."""
+        current = self.segment_report()
+        with self._lock:
+            done = list(self._done_requests)
+            unused = [*self._done_unused, *current.unused]
+            names = list(self._all_names)
+        requests = [r.model_copy(update={"seq": n}) for n, r in enumerate([*done, *current.requests], 1)]
+        cassettes = [*names, *(c for c in current.cassettes if c not in names)]
+        return PlaybackReport(cassettes=cassettes, match=self.config.match, record_mode=self.config.record_mode,
+                              requests=requests, unused=unused)
+
+    def checkpoint(self) -> PlaybackReport:
+        """Close the current segment (control endpoint ``POST /checkpoint``) and return its
+        report; the same cassettes stay loaded with what they already served."""
+        closed = self.segment_report()
+        with self._lock:
+            self._done_requests += closed.requests
+            self._outcomes = []
+        return closed
 
     def switch(self, paths: list[str]) -> PlaybackReport:
-        """Serve ``paths`` from now on (control endpoint); returns the closed segment's report.
+        """Serve ``paths`` from now on (control endpoint ``POST /cassettes``, a fresh load
+        even of the same files); returns the closed segment's report.
 
         Raises CassetteError (and keeps serving the old cassettes) when a new one is bad.
         """
-        old_index, old_paths, old_skipped = self.index, self.cassette_paths, self.skipped
+        old = (self.index, self.cassette_paths, self.skipped, self._outcomes, self._names)
         closed = self.segment_report()
         try:
             self._load(paths)
         except Exception:
-            self.index, self.cassette_paths, self.skipped = old_index, old_paths, old_skipped
+            self.index, self.cassette_paths, self.skipped, self._outcomes, self._names = old
             raise
-        self._previous = self._previous.merge(closed)
+        with self._lock:
+            if self._by_control or self._served_by_set:
+                self._done_unused += closed.unused
+            self._done_requests += closed.requests
+            self._all_names += [c for c in closed.cassettes if c not in self._all_names]
+            self._by_control, self._served_by_set = True, 0
         return closed

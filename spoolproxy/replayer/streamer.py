@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 
 from ..cassettes.model import Chunk, Failure
+from .encoding import StreamEncoder
 
 #: recorded response headers never replayed: the proxy sets framing itself.  A recorded
 #: ``content-encoding`` is dropped by the cassette loader when it decoded the body; one still
@@ -35,7 +36,9 @@ HOP_HEADERS = frozenset(
 
 @dataclass
 class Job:
-    """One response to stream: status line, headers (already filtered), body, chunk list."""
+    """One response to stream: status line, headers (already filtered), body, chunk list;
+    ``encoding``: compress each chunk with this Content-Encoding (``--encode-as-recorded``;
+    the header is already among ``headers``)."""
 
     status: int
     reason: str
@@ -44,6 +47,7 @@ class Job:
     chunks: list[Chunk] | None
     error: Failure | None
     realtime: bool
+    encoding: str | None = None
 
 
 def pieces(body: bytes, chunks: list[Chunk] | None) -> list[tuple[float, bytes]]:
@@ -112,11 +116,14 @@ class ReplayServer:
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape"))
         await writer.drain()
         t0 = time.monotonic()
+        enc = StreamEncoder(job.encoding) if job.encoding else None
         for offset_ms, data in pieces(job.body, job.chunks):
             if job.realtime:
                 delay = t0 + offset_ms / 1000 - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)
+            if enc is not None and data:
+                data = enc.piece(data)
             if data:
                 writer.write(b"%x\r\n%s\r\n" % (len(data), data))
                 await writer.drain()
@@ -126,6 +133,9 @@ class ReplayServer:
                 if sock is not None:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             return False
+        tail = enc.finish() if enc is not None else b""
+        if tail:
+            writer.write(b"%x\r\n%s\r\n" % (len(tail), tail))
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True

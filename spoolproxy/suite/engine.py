@@ -66,10 +66,10 @@ class PlayAndRecord:
         if self.recorder is not None and flow.request.pretty_host != CONTROL_HOST:
             self.recorder.requestheaders(flow)
 
-    def request(self, flow) -> None:
+    async def request(self, flow) -> None:
         if self.recorder is not None:
             self.recorder.request(flow)
-        self.playback.request(flow)
+        await _call(self.playback.request, flow)
 
     def responseheaders(self, flow) -> None:
         self.playback.responseheaders(flow)
