@@ -144,6 +144,9 @@ def test_artifact_runs_are_recorded_and_judged(project: Path, results: dict[str,
     assert cas.meta.extra["case"] == "stock-v1"
     report = json.loads((project / results["stock-v1"]["report"]).read_text())
     assert {r["outcome"] for r in report["requests"]} == {"exact"}
+    stem = art.name.removesuffix(".yaml")  # the run's report and log carry the artifact's stamp
+    assert Path(results["stock-v1"]["report"]).name == f"{stem}.report.json"
+    assert (art.parent / f"{stem}.log").is_file()
     assert {f["kind"] for f in results["stock-v1"]["findings"]} >= {"html_error_page"}
     live = load(project / results["refund-live"]["artifact"])
     assert live.meta.extra["live"] == ["model.example"]
@@ -207,3 +210,18 @@ def test_missing_suite_and_unknown_case(project: Path) -> None:
     assert run.returncode == 2 and run.stderr.startswith("spoolproxy: error: suite directory nope does not exist")
     run = spoolproxy("test", "--case", "ghost", cwd=project)
     assert run.returncode == 2 and "no case named ghost" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_case_that_times_out_is_an_error_and_the_suite_goes_on(project: Path) -> None:
+    suite = project / "spool"
+    write_case(suite, "sleepy", command={"argv": ["python", "-c", "import time; time.sleep(30)"]},
+               cassette="cassettes/refund.yaml")
+    try:
+        run = spoolproxy("test", "--case", "sleepy", "--case", "stock-v1", "--timeout", "4", "--json", cwd=project)
+    finally:
+        (suite / "sleepy.yaml").unlink()
+    assert "Traceback" not in run.stderr, run.stderr
+    got = {r["name"]: r for r in json.loads(run.stdout)["results"]}
+    assert got["sleepy"]["outcome"] == "error" and "did not finish within 4 s" in got["sleepy"]["explanation"]
+    assert got["stock-v1"]["outcome"] in ("still_fails", "error")  # the suite went on (error only on a very slow machine)
+    assert got["stock-v1"]["outcome"] == "still_fails" or "did not finish" in got["stock-v1"]["explanation"]

@@ -129,9 +129,9 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         meta = CassetteMeta(recorder="spoolproxy test", recorded_at=datetime.now(timezone.utc).replace(microsecond=0),
                             record_mode="none", command=list(case.command.argv), cwd=str(cwd),
                             extra={"case": case.name, "live": list(live), "replayed_from": case.cassette})
-        from ..triage.tags import env_tags, stamp
+        from ..triage.tags import env_tags, stamp as stamp_tags
 
-        stamp(meta, env_tags(opts.env), cwd=cwd)  # SPOOLPROXY_TAGS and the git commit, as `record` does
+        stamp_tags(meta, env_tags(opts.env), cwd=cwd)  # SPOOLPROXY_TAGS and the git commit, as `record` does
         from ..config import find_config
         from .engine import Engine
         from .matching import case_match_options, project_match_options
