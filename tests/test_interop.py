@@ -264,6 +264,85 @@ def test_export_otel_then_import_round_trips_the_verdict(tmp_path, name):
     assert kinds(again) >= kinds(original)
 
 
+REPO_CASSETTES = sorted((Path(__file__).resolve().parents[1] / "cassettes").glob("*.yaml"))
+
+
+def _findings(cas) -> list[tuple[str, str]]:
+    return sorted((f.kind, f.severity) for f in analyze(cas).findings)
+
+
+@pytest.mark.parametrize("src", REPO_CASSETTES, ids=lambda p: p.name)
+def test_repo_cassettes_round_trip_through_otel_with_the_same_findings(tmp_path, src):
+    """Export each example cassette as OTLP with content, import it back with the CLI:
+    every finding (kind and severity) is the same, and the error statuses of the HTTP
+    traffic (stock-check's 502 among them) are kept."""
+    otel = tmp_path / "run.otlp.json"
+    r = spool("export", str(src), "--format", "otel", "--capture-content", "-o", str(otel))
+    assert r.returncode == 0, r.stderr
+    r = spool("import", str(otel), "-o", str(tmp_path / "back"))
+    assert r.returncode == 0, r.stderr
+    [back] = list((tmp_path / "back").glob("*.yaml"))
+    original, again = load(src), load(back)
+    assert _findings(again) == _findings(original)
+    assert again.meta.exit_code == original.meta.exit_code
+    def failed(cas):  # error statuses in order (tools answered without HTTP add interactions, not errors)
+        return [it.response.status for it in cas.interactions if it.response is not None and it.response.status >= 400]
+
+    assert failed(again) == failed(original)
+
+
+def _tool_trace(child_attrs: list[dict]) -> dict:
+    """A third-party trace: a chat span that asked for get_weather, the execute_tool span
+    with an HTTP client span under it (``child_attrs``), and the chat span fed its result."""
+    def sv(k, v):
+        return {"key": k, "value": {"stringValue": v}}
+
+    page = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
+    call = {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Oz"}}]}
+    user = {"role": "user", "parts": [{"type": "text", "content": "weather in Oz?"}]}
+    fed = {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": page}]}
+    answer = {"role": "assistant", "parts": [{"type": "text", "content": "It is sunny in Oz."}], "finish_reason": "stop"}
+    trace = "0" * 31 + "7"
+
+    def span(n, name, attrs, parent="", kind=1, status=None):
+        d = {"traceId": trace, "spanId": f"{n:016x}", "name": name, "kind": kind, "startTimeUnixNano": str(n * 1000),
+             "endTimeUnixNano": str(n * 1000 + 500), "attributes": attrs}
+        if parent:
+            d["parentSpanId"] = parent
+        if status:
+            d["status"] = status
+        return d
+
+    spans = [span(1, "chat m", [sv("gen_ai.operation.name", "chat"), sv("gen_ai.request.model", "m"),
+                                sv("gen_ai.input.messages", json.dumps([user])), sv("gen_ai.output.messages", json.dumps([call]))], kind=3),
+             span(2, "execute_tool get_weather", [sv("gen_ai.operation.name", "execute_tool"), sv("gen_ai.tool.name", "get_weather"),
+                                                  sv("gen_ai.tool.call.id", "c1"), sv("error.type", "ToolError")],
+                  status={"code": 2, "message": "tool failed"}),
+             span(3, "GET", child_attrs, parent=f"{2:016x}", kind=3),
+             span(4, "chat m", [sv("gen_ai.operation.name", "chat"), sv("gen_ai.request.model", "m"),
+                                sv("gen_ai.input.messages", json.dumps([user, call, fed])),
+                                sv("gen_ai.output.messages", json.dumps([answer]))], kind=3)]
+    return {"resourceSpans": [{"resource": {"attributes": [sv("service.name", "agent")]}, "scopeSpans": [{"spans": spans}]}]}
+
+
+def test_otel_tool_span_takes_the_status_of_the_http_span_under_it(tmp_path):
+    """An instrumented HTTP client under execute_tool (no exchange bodies) lends its status:
+    the tool's 502 is imported as 502, not as the generic 500 of a failed span."""
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(_tool_trace([{"key": "http.request.method", "value": {"stringValue": "GET"}},
+                                         {"key": "url.full", "value": {"stringValue": "http://127.0.0.1:18801/weather/Oz"}},
+                                         {"key": "http.response.status_code", "value": {"intValue": "502"}}])))
+    [run] = import_file(p)
+    tool = next(it for it in run.cassette.interactions if it.extra.get("synthesized") == "tool-result")
+    assert tool.response.status == 502
+    assert len(run.cassette.interactions) == 3  # a span without its exchange is not made an interaction
+    assert ("html_error_page", "error") in _findings(run.cassette)
+    p.write_text(json.dumps(_tool_trace([{"key": "http.request.method", "value": {"stringValue": "GET"}}])))
+    [run] = import_file(p)  # no status anywhere: the failed span still reads as a failed tool
+    tool = next(it for it in run.cassette.interactions if it.extra.get("synthesized") == "tool-result")
+    assert tool.response.status == 500
+
+
 def test_export_otel_rejects_capture_content_for_other_formats(tmp_path):
     r = spool("export", str(DATA / "agent-1002.har"), "--capture-content")
     assert r.returncode == 2 and r.stderr == "spoolproxy: error: --capture-content applies to --format otel only\n"

@@ -12,9 +12,18 @@ file exporter) and synthesises the run's interactions (see :mod:`.synth`):
   ERROR / ``error.type`` becomes an HTTP error answer (``error.type`` ``429``,
   ``RateLimitError`` -> 429 ...) or a transport failure (timeouts, connection errors);
 * an **execute_tool span** (``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
-  ``gen_ai.tool.call.arguments`` / ``.result``) is one tool interaction, status 500 when
-  the span failed; without such spans, each tool result the next inference span was fed
-  becomes the tool interaction instead.
+  ``gen_ai.tool.call.arguments`` / ``.result``) is one tool interaction whose status is the
+  ``http.response.status_code`` of the span or of the HTTP client span under it (a 502
+  stays 502), else 500 when the span failed (not when spoolproxy exported it: that
+  ERROR is the detectors' judgement of the result, which they make again), else 200;
+  without such spans, each tool
+  result the next inference span was fed becomes the tool interaction instead;
+* an **HTTP client span that carries its exchange** (``spoolproxy.http.request.body``, as
+  ``spoolproxy export --format otel --capture-content`` writes) is that HTTP interaction
+  again, and stands for the execute_tool span above it; other HTTP spans only lend their
+  status;
+* the recorded command's ``process.exit.code`` and ``spoolproxy.agent_end`` (on any span,
+  the root in spoolproxy's export) become the cassette's exit code and end.
 
 Message content is taken from, in this order: the span attributes ``gen_ai.input.messages``
 / ``gen_ai.output.messages`` / ``gen_ai.system_instructions`` (semconv 1.37+, as a JSON
@@ -114,8 +123,12 @@ def _groups(spans: list[otlp.Span], split: str) -> list[tuple[str, list[otlp.Spa
 
 
 def _run(path: Path, trace: str | None, spans: list[otlp.Span], events: dict) -> tuple[ImportedRun | None, str | None]:
-    spans = sorted(spans, key=lambda s: (s.start_ns, _op(s) != "execute_tool"))  # a tool before the call it fed
-    steps = [s for s in spans if _op(s) in INFERENCE_OPS or _op(s) == "execute_tool"]
+    spans = sorted(spans, key=lambda s: (s.start_ns, _op(s) in INFERENCE_OPS))  # a tool before the call it fed
+    steps = [s for s in spans if _op(s) in INFERENCE_OPS or _op(s) == "execute_tool" or _exchange(s)]
+    http_children: dict[str, list[otlp.Span]] = {}  # span id -> the HTTP client spans under it
+    for s in spans:
+        if s.parent_id and (s.attributes.get("http.request.method") or s.attributes.get("http.response.status_code") is not None):
+            http_children.setdefault(s.parent_id, []).append(s)
     calls = [(s, _content(s, events.get(s.span_id, []))) for s in steps if _op(s) in INFERENCE_OPS]
     where = f"trace {trace}" if trace else "the file"
     if not calls:
@@ -138,15 +151,26 @@ def _run(path: Path, trace: str | None, spans: list[otlp.Span], events: dict) ->
     shapes: set[str] = set()
     for s in steps:
         a = s.attributes
+        if _exchange(s):
+            _http_call(b, s)
+            continue
         if _op(s) == "execute_tool":
+            kids = http_children.get(s.span_id, [])
+            if any(_exchange(k) for k in kids):
+                continue  # the HTTP exchange that ran the tool is imported as it was
             cid = str(a.get("gen_ai.tool.call.id"))
             failed = s.status_code == 2 or bool(a.get("error.type"))
+            if failed and s.resource.get("telemetry.sdk.name") == "spoolproxy":
+                failed = False  # spoolproxy's export: the detectors' judgement of the exported result, made again on import
             result = a.get("gen_ai.tool.call.result", results.get(cid))
             if result is None and failed:
                 result = s.status_message or str(a.get("error.type") or "tool failed")
             args = a.get("gen_ai.tool.call.arguments", known_calls.get(cid, (None, None))[1])
+            status = _int(a.get("http.response.status_code"))
+            if status is None:  # the status of the HTTP call under the tool span that served its result
+                status = next((c for k in reversed(kids) if (c := _int(k.attributes.get("http.response.status_code")))), None)
             b.tool_call(str(a.get("gen_ai.tool.name") or "tool"), args, result, call_id=a.get("gen_ai.tool.call.id"),
-                        is_error=failed, started_at=_t(s.start_ns), duration_ms=_ms(s))
+                        is_error=failed, status=status, started_at=_t(s.start_ns), duration_ms=_ms(s))
             continue
         messages, answer, finish, shape = content[s.span_id]
         shapes.add(shape)
@@ -178,9 +202,60 @@ def _run(path: Path, trace: str | None, spans: list[otlp.Span], events: dict) ->
     agent = next((s.attributes["gen_ai.agent.name"] for s in spans if s.attributes.get("gen_ai.agent.name")), None)
     if agent:
         source["agent"] = agent
-    meta = CassetteMeta(recorded_at=_t(spans[0].start_ns), extra={"imported_from": source})
+    extra: dict[str, Any] = {"imported_from": source}
+    end = next((_json(s.attributes["spoolproxy.agent_end"]) for s in spans if s.attributes.get("spoolproxy.agent_end")), None)
+    if isinstance(end, dict):
+        extra["agent_end"] = end
+    code = next((c for s in spans if (c := _int(s.attributes.get("process.exit.code"))) is not None), None)
+    meta = CassetteMeta(recorded_at=_t(spans[0].start_ns), exit_code=code, extra=extra)
     name = f"{path.stem}-{trace[:12]}" if trace else path.stem
     return ImportedRun(Cassette(interactions=b.interactions, meta=meta), name), None
+
+
+# -- HTTP exchanges -------------------------------------------------------------------
+def _exchange(s: otlp.Span) -> bool:
+    """An HTTP client span that carries its exchange (spoolproxy's export with content)."""
+    return bool(s.attributes.get("http.request.method")) and isinstance(s.attributes.get("spoolproxy.http.request.body"), str)
+
+
+def _http_call(b: RunBuilder, s: otlp.Span) -> None:
+    a = s.attributes
+    status = _int(a.get("http.response.status_code"))
+    etype = str(a.get("error.type") or "")
+    failure = None
+    if status is None or etype in _FAILURE_KINDS:  # no response, or a body cut after the headers
+        failure = Failure(kind=etype if etype in _FAILURE_KINDS else "other", message=s.status_message,
+                          during="connect" if status is None else "response")
+    url = str(a.get("url.full") or f"http://{a.get('server.address') or 'unknown.invalid'}/")
+    b.http_call(str(a["http.request.method"]), url, status=status, request_body=a["spoolproxy.http.request.body"],
+                response_body=a.get("spoolproxy.http.response.body"),
+                request_headers=_headers(a, "http.request.header."), response_headers=_headers(a, "http.response.header."),
+                failure=failure, started_at=_t(s.start_ns), duration_ms=_ms(s))
+
+
+_FAILURE_KINDS = {"refused", "dns", "timeout", "reset", "tls", "protocol", "other"}
+
+
+def _headers(a: dict, prefix: str) -> dict[str, str]:
+    """``http.request.header.<name>`` attributes (string arrays, per the conventions) -> headers."""
+    out = {}
+    for k, v in a.items():
+        if k.startswith(prefix):
+            v = v[0] if isinstance(v, list) and v else v
+            if isinstance(v, str):
+                out[k[len(prefix):]] = v
+    return out
+
+
+def _int(v: Any) -> int | None:
+    """An integer attribute (OTLP JSON writes int64 as a string), else None."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    return None
 
 
 # -- message content ------------------------------------------------------------------

@@ -19,13 +19,20 @@ agent run:
   its result signals failure (the detectors' judgement: HTTP error, HTML error page,
   ``is_error``, ``ok: false`` ...);
 * one HTTP client span per other interaction (``http.request.method``, ``url.full``,
-  ``http.response.status_code``), under the tool call it served when known.
+  ``http.response.status_code``; ``error.type`` the status or the transport failure's
+  kind), under the tool call it served when known.
+
+The root span also carries the recorded command's ``process.exit.code`` and how it ended
+(``spoolproxy.agent_end``, JSON), so ``agent_crashed`` survives a round trip.
 
 With ``capture_content`` the spans also carry the conversation as the conventions'
 opt-in attributes, JSON-encoded strings as the official Python instrumentation writes
 them: ``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.tool.definitions``,
-``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``.  ``spoolproxy import``
-reads such a file back into a cassette.  Span and trace ids are derived from the
+``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``; the HTTP client spans then
+carry the exchange (``spoolproxy.http.request.body`` / ``spoolproxy.http.response.body``,
+decoded text, and the ``content-type``, ``idempotency-key``, ``mcp-session-id`` and
+``date`` headers as ``http.request.header.*`` / ``http.response.header.*``).
+``spoolproxy import`` reads such a file back into a cassette the detectors judge alike.  Span and trace ids are derived from the
 cassette, so exporting the same cassette twice gives the same ids.
 """
 
@@ -93,12 +100,13 @@ def export_otlp(cas: Cassette, *, capture_content: bool = False, config: DetectC
                     tool_spans[(s.index, tc.id)] = tid
         else:
             parent = tool_spans.get(s.tool_call_ref, root_id) if s.tool_call_ref else root_id
-            spans.append(_http_span(trace_id, sid, parent, s, start, end))
+            spans.append(_http_span(trace_id, sid, parent, s, start, end, cas, capture_content))
 
     root_attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
                   "gen_ai.usage.input_tokens": t.input_tokens or None, "gen_ai.usage.output_tokens": t.output_tokens or None,
                   "spoolproxy.verdict": report.verdict, "spoolproxy.cassette": str(cas.path) if cas.path else None,
-                  "process.command_args": list(cas.meta.command) if cas.meta.command else None}
+                  "process.command_args": list(cas.meta.command) if cas.meta.command else None,
+                  "process.exit.code": cas.meta.exit_code, "spoolproxy.agent_end": _agent_end(cas, capture_content)}
     t0 = min((a for a, _ in times), default=_base(cas))
     t1 = max((b for _, b in times), default=t0)
     events = [{"timeUnixNano": str(times[f.interactions[0]][0] if f.interactions else t0), "name": "spoolproxy.finding",
@@ -186,19 +194,48 @@ def _tool_span(trace_id: str, sid: str, parent: str, tc: ToolCall, res, start: i
                  failure[0] if failure else None)
 
 
-def _http_span(trace_id: str, sid: str, parent: str, s: Step, start: int, end: int) -> dict:
+def _http_span(trace_id: str, sid: str, parent: str, s: Step, start: int, end: int, cas: Cassette,
+               content: bool) -> dict:
     from urllib.parse import urlsplit
 
     u = urlsplit(s.url)
-    attrs = {"http.request.method": s.method, "url.full": s.url, "server.address": u.hostname,
-             "server.port": u.port or (443 if u.scheme == "https" else 80), "http.response.status_code": s.status}
+    it = cas.interactions[s.index]
+    attrs: dict[str, Any] = {"http.request.method": s.method, "url.full": s.url, "server.address": u.hostname,
+                             "server.port": u.port or (443 if u.scheme == "https" else 80),
+                             "http.response.status_code": s.status}
     if s.mcp is not None and s.mcp.method:
         attrs["mcp.method.name"] = s.mcp.method
     error = _step_error(s)
     if error:
-        attrs["error.type"] = str(s.status) if s.status and s.status >= 400 else "_OTHER"
+        attrs["error.type"] = str(s.status) if s.status and s.status >= 400 else it.error.kind if it.error else "_OTHER"
+    if content:  # the exchange itself, so import can give the detectors the same request/response
+        for name in _HEADERS:
+            v = it.request.header(name)
+            if v is not None:
+                attrs[f"http.request.header.{name}"] = [v]
+            v = it.response.header(name) if it.response is not None else None
+            if v is not None:
+                attrs[f"http.response.header.{name}"] = [v]
+        attrs["spoolproxy.http.request.body"] = it.request.text
+        if it.response is not None:
+            attrs["spoolproxy.http.response.body"] = it.response.text
     name = f"{s.mcp.method} {s.mcp.tool_name or ''}".strip() if s.mcp is not None and s.mcp.method else s.method
     return _span(trace_id, sid, parent, name, KIND_CLIENT, start, end, attrs, error)
+
+
+def _agent_end(cas: Cassette, content: bool) -> str | None:
+    """How the recorded command ended (``meta.extra.agent_end``) as JSON; its stderr tail
+    is program output, so it goes only with ``capture_content``."""
+    end = cas.meta.extra.get("agent_end")
+    if not isinstance(end, dict):
+        return None
+    end = {k: v for k, v in end.items() if content or k != "stderr_tail"}
+    return _dumps(end) if end else None
+
+
+#: headers the detectors read on plain HTTP traffic (content sniffing, MCP sessions,
+#: server-side deduplication), exported as ``http.{request,response}.header.<name>``
+_HEADERS = ("content-type", "idempotency-key", "mcp-session-id", "date")
 
 
 #: request body fields -> ``gen_ai.request.*`` attributes (OpenAI, Anthropic, Ollama names)

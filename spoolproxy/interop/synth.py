@@ -15,7 +15,10 @@ them like any other cassette:
   the URL keeps two calls with equal arguments distinct, as they were (whether a repeated
   call was a mistake is the transcript's business: ``tool_loop``).
 
-Every synthesised interaction carries ``synthesized: chat-completion | tool-result`` in its
+* an HTTP exchange a source carried whole (spoolproxy's own OTLP export with content)
+  becomes that interaction again (method, URL, status, bodies, the headers it kept).
+
+Every synthesised interaction carries ``synthesized: chat-completion | tool-result | http`` in its
 ``spoolproxy:`` extension keys.  Pure: no I/O.
 """
 
@@ -171,12 +174,14 @@ class RunBuilder:
         *,
         call_id: str | None = None,
         is_error: bool = False,
+        status: int | None = None,
         started_at: datetime | None = None,
         duration_ms: float | None = None,
     ) -> Interaction:
         """Append one tool interaction: ``POST http://tools.invalid/<name>?call=<id>`` with the
         arguments as body, answered by ``result`` (text, or JSON for other values) with
-        status 200, or 500 when ``is_error``.  ``call_id`` is kept as the request header
+        ``status`` when the source knows the HTTP status the tool got (a 502 stays 502), else
+        200, or 500 when ``is_error``.  ``call_id`` is kept as the request header
         ``x-tool-call-id``."""
         text = result if isinstance(result, str) else content_text(result) if isinstance(result, list) else (
             "" if result is None else json.dumps(result, ensure_ascii=False))
@@ -190,13 +195,42 @@ class RunBuilder:
         self._refs.add(ref)
         req = Request(method="POST", uri=f"http://{TOOL_HOST}/{quote(name or 'tool', safe='')}?call={ref}",
                       headers=headers, body=arguments_text(arguments).encode("utf-8"))
-        resp = Response(status=500 if is_error else 200, reason="Tool Error" if is_error else "OK",
+        code = status if status is not None and 100 <= status < 600 else 500 if is_error else 200
+        resp = Response(status=code, reason="Tool Error" if code >= 400 else "OK",
                         headers={"content-type": [sniff_type(text)]}, body=text.encode("utf-8"))
         it = Interaction(request=req, response=resp, started_at=started_at, duration_ms=duration_ms,
                          extra={"synthesized": "tool-result"})
         self.interactions.append(it)
         return it
 
+
+    def http_call(
+        self,
+        method: str,
+        url: str,
+        *,
+        status: int | None,
+        request_body: str = "",
+        response_body: str | None = None,
+        request_headers: dict[str, str] | None = None,
+        response_headers: dict[str, str] | None = None,
+        failure: Failure | None = None,
+        started_at: datetime | None = None,
+        duration_ms: float | None = None,
+    ) -> Interaction:
+        """Append one plain HTTP interaction as it was exchanged (a tool's or another
+        request's traffic that a trace carried whole): ``status`` None with ``failure`` for a
+        request that got no response.  Bodies are text (UTF-8 on the wire)."""
+        req = Request(method=method.upper(), uri=url, headers={k: [v] for k, v in (request_headers or {}).items()},
+                      body=request_body.encode("utf-8"))
+        resp = None
+        if status is not None:
+            resp = Response(status=status, reason="", headers={k: [v] for k, v in (response_headers or {}).items()},
+                            body=(response_body or "").encode("utf-8"))
+        it = Interaction(request=req, response=resp, error=failure, started_at=started_at, duration_ms=duration_ms,
+                         extra={"synthesized": "http"})
+        self.interactions.append(it)
+        return it
 
     def infer_tools(self) -> bool:
         """Give every synthesised model call that declared no tools a declaration (name
