@@ -311,6 +311,25 @@ def test_duplicate_side_effect():
     assert one(rejected, "duplicate_side_effect").severity == "warn"
 
 
+def test_attempts_that_never_reached_a_server_are_not_side_effects():
+    """SDK retries of a telemetry POST whose host did not resolve (or refused the
+    connection) performed nothing; a POST sent and then cut may have taken effect."""
+    from spoolproxy.cassettes.model import Failure
+
+    def attempt(kind: str, during: str, second: int):
+        it = _refund("k", second=second).model_copy(update={"response": None})
+        return it.model_copy(update={"error": Failure(kind=kind, message=f"{kind} failure", during=during),
+                                     "request": it.request.model_copy(update={"headers": {"content-type": ["application/json"]}})})
+
+    for kind in ("dns", "refused", "tls"):
+        never = analyze(cassette(*(attempt(kind, "connect", n) for n in range(3))))
+        assert not kinds(never, "duplicate_side_effect"), kind
+    once = cassette(attempt("dns", "connect", 0), attempt("dns", "connect", 1), _refund("k2", 200, 2))
+    assert not kinds(analyze(once), "duplicate_side_effect")  # one attempt reached the server
+    cut = analyze(cassette(attempt("reset", "request", 0), _refund("k2", 200, 31)))
+    assert one(cut, "duplicate_side_effect").severity == "error"  # sent, outcome unknown, then sent again
+
+
 # -- budget_exceeded / config -------------------------------------------------------------
 def test_budget_exceeded_only_with_a_configured_limit():
     run = agent_loop("step", [{"n": i} for i in range(3)], ["a", "b", "c"])

@@ -3,6 +3,7 @@ standalone mode, memory on big bodies, and bad input (one line, no traceback).""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -229,6 +230,24 @@ def test_transport_failure_summary_names_the_port(tmp_path, spool_home):
     assert f"transport failures: 1 (refused POST 127.0.0.1:{port}/v1/search)" in proc.stderr
     (it,) = load(path).interactions
     assert it.error.kind == "refused"
+
+
+def test_retries_refused_at_connect_are_not_duplicate_side_effects(tmp_path, spool_home):
+    """A client retrying a POST whose server refuses the connection sent nothing twice:
+    detect on the recording reports the transport failures, not a duplicate side effect."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: connections are refused
+    path = tmp_path / "retries.yaml"
+    url = f"http://127.0.0.1:{port}/v1/traces/ingest"
+    proc = run_cli(["record", "-c", str(path), "--", "sh", "-c",
+                    f"for n in 1 2 3; do curl -sS -X POST -d '{{\"spans\": 1}}' {url}; done; exit 0"], spool_home)
+    assert proc.returncode == 0, proc.stderr
+    its = load(path).interactions
+    assert len(its) == 3 and all(it.error.kind == "refused" and it.error.during == "connect" for it in its)
+    proc = run_cli(["detect", "--json", str(path)], spool_home)
+    kinds = [f["kind"] for f in json.loads(proc.stdout)["findings"]]
+    assert "duplicate_side_effect" not in kinds and "http_error" in kinds
 
 
 def test_sigkill_loses_at_most_the_in_flight_interaction(tmp_path, spool_home, fake_provider):

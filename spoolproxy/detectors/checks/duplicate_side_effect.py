@@ -3,7 +3,10 @@ same URL and body bytes) to a non-LLM, non-MCP host sent 2+ times in one run.  H
 that served an LLM call in the cassette and read-only LLM endpoints (embeddings, token
 counting, Ollama ``/api/show``) are not side effects.  Requests
 that share one ``Idempotency-Key`` header value are deduplicated by the server and not
-flagged; a fresh key per attempt does not help.
+flagged; a fresh key per attempt does not help.  An attempt that never reached a server
+(it failed while connecting: DNS lookup, connection refused, TLS handshake, connect
+timeout) performed nothing and is not counted: SDK retries of a telemetry POST whose host
+did not resolve are not duplicate side effects.
 
 Severity: error when at least two attempts may have taken effect (2xx without an
 ``ok: false``/``error`` body, or a 5xx/timeout whose outcome is unknown) and one
@@ -32,7 +35,10 @@ def check(ctx: Context) -> list:
     for s in ctx.steps:
         if s.kind != "http" or s.method not in UNSAFE or s.host in llm_hosts or LLM_PATHS.search(s.url):
             continue
-        req = ctx.cassette.interactions[s.index].request
+        it = ctx.cassette.interactions[s.index]
+        if _never_sent(it):
+            continue  # the request never reached a server: no side effect to duplicate
+        req = it.request
         groups.setdefault((req.method, req.uri, req.body), []).append(s.index)
     out = []
     for (method, uri, _), idxs in groups.items():
@@ -49,6 +55,13 @@ def check(ctx: Context) -> list:
         ev.append(ctx.ev.field(ok[-1], "response.body", max_len=120) if ok else None)
         out.append(ctx.finding(KIND, sev, idxs, f"identical {method} {uri} sent {len(idxs)} times (statuses {statuses})", ev))
     return out
+
+
+def _never_sent(it) -> bool:
+    """True when the request failed before reaching any server: no response and a failure
+    during ``connect`` (DNS lookup, connection refused, TLS handshake, connect timeout).
+    A failure after the request went out (``request``/``response``) may have taken effect."""
+    return it.response is None and it.error is not None and it.error.during == "connect"
 
 
 def _may_have_effect(ctx: Context, i: int) -> bool:
