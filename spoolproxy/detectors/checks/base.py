@@ -34,6 +34,37 @@ def traceback_in(text: str) -> str | None:
         m = STACK_FRAMES.search(text)
         return m.group(0) if m else None
     return None
+
+
+#: a plain-text tool result that *is* an error report, judged on its first line only and
+#: anchored at its start (never a word inside prose, never an exception class name, which
+#: search results about errors start with too): ``Error: ...``, ``ERROR ...:``,
+#: ``[ERROR] ...``, ``Exception: ...``, ``Fatal error: ...``, the MCP SDKs' ``Error
+#: executing tool x: ...``, ``An error occurred ...``, ``HTTP 503 ...``, and a server
+#: error's reason phrase as the whole line (``Internal Server Error``, ``502 Bad Gateway``).
+PLAIN_ERROR = re.compile(
+    r"\A(?:"
+    r"(?:error|fatal(?: error)?|exception|unhandled exception|internal error|server error)\s*:"
+    r"|\[\s*(?:error|fatal|exception)\s*\]"
+    r"|error (?:executing|calling|invoking|running) (?:tool|function)\b"
+    r"|an? (?:unexpected |internal |unknown )?error (?:has )?occurred\b"
+    r"|HTTP(?:/[\d.]+)?\s+[45]\d\d\b"
+    r"|(?:[45]\d\d\s+)?(?:internal server error|bad gateway|service unavailable|gateway time-?out)\W{0,3}\Z"
+    r")",
+    re.IGNORECASE,
+)
+
+
+def plain_error_in(text: str) -> str | None:
+    """The first line of a plain-text tool result that starts with an error report
+    (:data:`PLAIN_ERROR`; at most 120 characters), or None.  JSON and HTML bodies never match
+    (they start with ``{``, ``[`` or ``<``)."""
+    head = text.lstrip()[:300].split("\n", 1)[0].rstrip()
+    if not PLAIN_ERROR.match(head):
+        return None
+    return head if len(head) <= 120 else head[:119] + "…"
+
+
 HTML_START = re.compile(rb"^\s*(<!doctype html|<html[\s>]|<head[\s>]|<body[\s>])", re.IGNORECASE)
 ERROR_PAGE = re.compile(
     r"<title>[^<]*(\b[45]\d\d\b|error|unavailable|bad gateway|gateway time-?out|attention required|just a moment|"
@@ -135,7 +166,8 @@ class Context:
         Signals: the HTTP/MCP interaction that produced it failed (4xx/5xx, HTML error
         page, MCP ``isError``/JSON-RPC error); the result is marked ``is_error``; its JSON
         says ``ok: false``, has a non-empty ``error``/``errors`` field or ``status: error``;
-        it holds traceback text or matches a configured ``error_patterns`` regex.  Memoized
+        it holds traceback text; as plain text it starts with an error report
+        (:data:`PLAIN_ERROR`); or it matches a configured ``error_patterns`` regex.  Memoized
         per result (several detectors ask).
         """
         key = ("tool_failure", id(res))
@@ -167,6 +199,10 @@ class Context:
         tb = traceback_in(res.content)
         if tb:
             return ("the tool result holds a traceback", [self._result_ev(res, tb)])
+        if doc is None:
+            err = plain_error_in(res.content)
+            if err:
+                return (f'the tool result is an error report "{err}"', [self._result_ev(res, err.rstrip("…"))])
         for p in self.config.error_patterns:
             m = re.search(p, res.content)
             if m:

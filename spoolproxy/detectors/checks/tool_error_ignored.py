@@ -3,7 +3,9 @@ succeeded.
 
 A result fails when the HTTP/MCP interaction behind it failed (4xx/5xx, HTML error page,
 MCP ``isError: true``), when the client marked it ``is_error``, or when its JSON says
-``ok: false`` / carries an ``error`` field / ``status: "error"``, holds a traceback, or
+``ok: false`` / carries an ``error`` field / ``status: "error"``, holds a traceback, is
+plain text whose first line starts with an error report (``Error: 500 internal``,
+``Internal Server Error``: ``base.PLAIN_ERROR``, anchored, never a word in prose), or
 matches ``[detect] error_patterns``.  It is *ignored* when the run's final answer comes
 after it, a later call of the same tool did not succeed, and the final answer does not
 admit the failure (a failure lexicon, ``ack_patterns``, or the error text itself).
