@@ -244,7 +244,12 @@ def parse_size(text: str) -> int:
 def wait_for_signal(on_armed: Callable[[], None] | None = None) -> int:
     """Block until SIGINT or SIGTERM; return the signal number (main thread only).
     ``on_armed`` runs once the handlers are in place (print "press Ctrl-C" there, so a
-    signal sent on seeing it cannot arrive before the handler)."""
+    signal sent on seeing it cannot arrive before the handler).
+
+    The stop is then under way: until the process exits, SIGINT and SIGTERM are ignored
+    (``SIG_IGN``, which interpreter shutdown keeps), so an impatient second Ctrl-C while
+    the cassette is written can neither abort the write nor turn a normal stop into an
+    error; SIGKILL or SIGQUIT (Ctrl-\\) still end a stop that hangs."""
     got: list[int] = []
     ev = threading.Event()
 
@@ -258,9 +263,12 @@ def wait_for_signal(on_armed: Callable[[], None] | None = None) -> int:
             on_armed()
         while not ev.wait(0.5):
             pass
-    finally:
+    except BaseException:
         for s, h in old.items():
             signal.signal(s, h)
+        raise
+    for s in old:
+        signal.signal(s, signal.SIG_IGN)
     return got[0]
 
 
