@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +155,22 @@ def test_once_records_a_new_cassette_then_replays_it(tmp_path, provider, run):
     provider.reset()
     again, out = run("playback", cas, "--record-mode", "once", steps=["o:q1"])
     assert again.returncode == 0 and out == first and provider.connections == 0
+
+
+def test_a_directory_serves_identical_requests_from_the_run_being_followed(tmp_path, provider, run):
+    """Two recordings in one directory share an identical tool GET; a run following the
+    second one (its model turn exists only there) gets that GET from the second one too, in
+    its recorded order, not from the first file loaded."""
+    pool = tmp_path / "cassettes"
+    pool.mkdir()
+    a, b = pool / "a-other.yaml", pool / "b-followed.yaml"
+    assert run("record", a, steps=["o:alpha", "t:x"])[0].returncode == 0
+    rec, first = run("record", b, steps=["a:beta", "t:x", "t:x"])
+    assert rec.returncode == 0, rec.stderr
+    provider.reset()
+    report = tmp_path / "report.json"
+    r, out = run("playback", pool, "--report", str(report), steps=["a:beta", "t:x", "t:x"])
+    assert r.returncode == 0 and out == first and provider.log == [], r.stderr
+    served = [(Path(q["served"]["cassette"]).name, q["served"]["interaction"], q["outcome"])
+              for q in json.loads(report.read_text())["requests"]]
+    assert served == [("b-followed.yaml", 0, "exact"), ("b-followed.yaml", 1, "exact"), ("b-followed.yaml", 2, "exact")]
