@@ -107,8 +107,8 @@ def test_route_a_tool_host_to_a_fixed_server(project):
     fixed = ThreadingHTTPServer(("127.0.0.1", 0), _FixedInventory)
     threading.Thread(target=fixed.serve_forever, daemon=True).start()
     try:
-        r = spoolproxy(root, "fork", "cassettes/stock-check.yaml", "--at", "0", "--route",
-                       f"shop.example=http://127.0.0.1:{fixed.server_address[1]}", *routes(model),
+        r = spoolproxy(root, "fork", "cassettes/stock-check.yaml", "--at", "0", "--route",  # host:port, as shown
+                       f"shop.example:80=http://127.0.0.1:{fixed.server_address[1]}", *routes(model),
                        "-o", "cassettes/stock-routed.yaml")
     finally:
         fixed.shutdown()
@@ -130,6 +130,26 @@ def test_a_rerun_that_leaves_its_prefix_is_reported(project):
     assert load(root / "cassettes" / "stock-v2.yaml").meta.extra["fork"]["diverged_at"] == 2
 
 
+def test_host_globs_may_name_the_port_displays_show(project, tmp_path):
+    """--tool-result and --route take 'host:port' (as every display shows a non-default
+    port); a glob that names another port is refused with the run's hosts and ports."""
+    root, _model, _shop = project
+    run = tmp_path / "s8080.yaml"  # the recorded run with its tool on a non-default port
+    run.write_text((root / "cassettes" / "stock-check.yaml").read_text().replace("http://shop.example/",
+                                                                                 "http://shop.example:8080/"))
+    (tmp_path / "none.json").write_text('{"error": "no such item"}')
+    ok = spoolproxy(root, "fork", str(run), "--tool-result", f"GET shop.example:8080/inventory/*=404:{tmp_path}/none.json",
+                    "--route", "shop.example:*=http://127.0.0.1:9", "--dry-run")
+    assert ok.returncode == 0, ok.stderr
+    line = next(ln for ln in ok.stdout.splitlines() if ln.startswith("1. tool result:"))
+    assert "GET shop.example:8080/inventory/* -> 404" in line and line.endswith("-> interaction 1"), ok.stdout
+    assert "2. route: shop.example:* -> http://127.0.0.1:9  -> interaction 1" in ok.stdout
+    bad = spoolproxy(root, "fork", str(run), "--tool-result", f"GET shop.example:9/inventory/*={tmp_path}/none.json")
+    assert bad.returncode == 2 and "(tool requests: GET shop.example:8080/inventory/KET-BLU)" in bad.stderr, bad.stderr
+    bad = spoolproxy(root, "fork", str(run), "--route", "shop.example:9=http://127.0.0.1:9")
+    assert bad.returncode == 2 and "(hosts: model.example, shop.example:8080)" in bad.stderr, bad.stderr
+
+
 def test_bad_input_is_one_line(project, tmp_path):
     root, _model, _shop = project
     for args, msg in [(["cassettes/stock-check.yaml", "--at", "9", "--system-append", "x"], "--at 9 is out of range"),
@@ -137,6 +157,9 @@ def test_bad_input_is_one_line(project, tmp_path):
                       (["cassettes/stock-check.yaml", "--tool-result", "nothing"], "--tool-result 'nothing': use GLOB=FILE"),
                       (["cassettes/stock-check.yaml", "--route", "shop.example=ftp://x"], "--route"),
                       (["cassettes/stock-check.yaml"], "give --at N"),
+                      (["cassettes/stock-check.yaml", "--system-append", "x", "--"],
+                       "'--' is followed by no command: put CMD after it (e.g. -- python agent.py), or leave '--' out "
+                       "to run the command the cassette records"),
                       (["cassettes/stock-check.yaml", "--patch", "bad.yaml"], "does not apply: no tool named 'zap'"),
                       (["cassettes/stock-check.yaml", "--system-append", "x", "-o", "cassettes/stock-check.yaml"],
                        "is the cassette being forked"),

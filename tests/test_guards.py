@@ -204,7 +204,8 @@ def test_playback_live_budgets_count_live_model_calls(tmp_path, spool_home, fake
     assert proc.returncode == 3 and out["calls"] == 3 and out["should_retry"] == "false", proc.stderr
     assert len(fake_provider.requests_to("/chat/completions")) == 2
     assert "circuit breaker: stopped the run" in proc.stderr
-    merged = load(base.path)
+    merged = load(base.path.with_name(base.path.stem + ".live.yaml"))  # the recorded run stays as it was
+    assert "circuit_breaker" not in load(base.path).meta.extra
     assert merged.meta.extra["circuit_breaker"]["what"] == "llm_calls"
     assert [bool(it.extra.get("circuit_breaker")) for it in merged.interactions].count(True) == 1
 

@@ -56,6 +56,9 @@ def test_local_servers_cost_nothing_but_gateways_to_closed_models_do():
     assert gateway.cost_usd == pytest.approx(0.21)  # a LiteLLM proxy on localhost still bills OpenAI prices
     assert is_local_host("10.1.2.3") and is_local_host("[::1]:8000") and is_local_host("gpu.local")
     assert not is_local_host("api.openai.com") and is_local_host("gpu.example.org", ("gpu.*",))
+    # a local_hosts glob may name the port, as displays show host:port
+    assert is_local_host("gpu.example.org:8000", ("gpu.example.org:8000",))
+    assert not is_local_host("gpu.example.org:9000", ("gpu.example.org:8000",))
 
 
 def test_unknown_models_stay_unknown_and_are_named():

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -322,12 +323,18 @@ def test_standalone_mode_prints_exports_and_records_until_sigint(tmp_path, spool
         assert exports["NO_PROXY"] in ("", "''")
         with httpx.Client(proxy=proxy, verify=exports["SSL_CERT_FILE"].strip("'"), trust_env=False) as c:
             assert c.get("https://api.openai.com/v1/models").status_code == 200
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
+        _read_until(proc, "# press Ctrl-C")  # the banner: from here Ctrl-C stops and writes the cassette
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:  # an impatient user: Ctrl-C, Ctrl-C, ...
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.02)
+        _out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 0
+    assert proc.returncode == 0, err  # a normal stop, however often Ctrl-C was pressed
+    assert "aborted" not in err and "Traceback" not in err, err
+    assert f"spoolproxy: wrote {path} (1 interaction)" in err
     assert [i.request.uri for i in load(path).interactions] == ["https://api.openai.com/v1/models"]
 
 

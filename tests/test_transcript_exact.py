@@ -154,7 +154,7 @@ def test_playback_live_merges_in_wire_order(tmp_path, fake_provider, spool_home)
     play = run_cli(["playback", "-c", str(path), "--live", "api.openai.com", *upstream, *argv], spool_home)
     assert play.returncode == 0, play.stderr
     assert [q.path.split("?")[0] for q in fake_provider.log] == ["/v1/chat/completions"] * 2  # the tool was replayed
-    cas = load(path)
+    cas = load(tmp_path / "run.live.yaml")  # the run with the model live; run.yaml stays the recording
     t = build_transcript(cas)
     assert [s.kind for s in t.steps] == ["llm", "http", "llm"]  # not [http, llm, llm]
     starts = [it.started_at for it in cas.interactions]

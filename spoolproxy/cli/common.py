@@ -48,7 +48,12 @@ class CommandWithCmd(click.Command):
     """A command taking ``[-- CMD [ARGS]...]`` (use with ``cls=``).  click drops the ``--``
     itself, so this notes that one was given: ``spoolproxy record --`` with nothing after it
     (an empty ``$CMD`` in a CI script) is then a usage error, not standalone mode, which
-    would wait for Ctrl-C forever."""
+    would wait for Ctrl-C forever.  ``without_cmd``: what leaving ``--`` out does, for the
+    error message (``fork`` runs the recorded command)."""
+
+    def __init__(self, *args: Any, without_cmd: str = "run standalone", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.without_cmd = without_cmd
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[SEPARATOR_SEEN] = "--" in args
@@ -124,8 +129,9 @@ def proxy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise UsageError(unknown_option_message(cmd[0], _option_names()))
         ctx = click.get_current_context(silent=True)
         if not cmd and ctx is not None and ctx.meta.get(SEPARATOR_SEEN):
+            without = getattr(ctx.command, "without_cmd", "run standalone")
             raise UsageError("'--' is followed by no command: put CMD after it (e.g. -- python agent.py), "
-                             "or leave '--' out to run standalone")
+                             f"or leave '--' out to {without}")
         if picked["port"] is not None and not 0 <= picked["port"] < 65536:
             raise UsageError(f"--port {picked['port']} is out of range 0-65535")
         settings = ProxySettings(
@@ -238,7 +244,12 @@ def parse_size(text: str) -> int:
 def wait_for_signal(on_armed: Callable[[], None] | None = None) -> int:
     """Block until SIGINT or SIGTERM; return the signal number (main thread only).
     ``on_armed`` runs once the handlers are in place (print "press Ctrl-C" there, so a
-    signal sent on seeing it cannot arrive before the handler)."""
+    signal sent on seeing it cannot arrive before the handler).
+
+    The stop is then under way: until the process exits, SIGINT and SIGTERM are ignored
+    (``SIG_IGN``, which interpreter shutdown keeps), so an impatient second Ctrl-C while
+    the cassette is written can neither abort the write nor turn a normal stop into an
+    error; SIGKILL or SIGQUIT (Ctrl-\\) still end a stop that hangs."""
     got: list[int] = []
     ev = threading.Event()
 
@@ -252,9 +263,12 @@ def wait_for_signal(on_armed: Callable[[], None] | None = None) -> int:
             on_armed()
         while not ev.wait(0.5):
             pass
-    finally:
+    except BaseException:
         for s, h in old.items():
             signal.signal(s, h)
+        raise
+    for s in old:
+        signal.signal(s, signal.SIG_IGN)
     return got[0]
 
 

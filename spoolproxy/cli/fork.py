@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from .common import ProxySettings, proxy_options
+from .common import CommandWithCmd, ProxySettings, proxy_options
 from .guard_options import guard_options
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "allow_interspersed_args": True}
@@ -101,7 +101,8 @@ def patch_options(fn):
     return fn
 
 
-@click.command(context_settings=CONTEXT, short_help="Rerun a recorded run from interaction N with patches, live.")
+@click.command(cls=CommandWithCmd, without_cmd="run the command the cassette records", context_settings=CONTEXT,
+               short_help="Rerun a recorded run from interaction N with patches, live.")
 @click.argument("cassette", type=click.Path(dir_okay=False))
 @proxy_options
 @click.option("--at", "at", type=int, default=None, metavar="N",

@@ -83,7 +83,13 @@ def _table(path) -> PlaybackTable:
 @click.option("--realtime", is_flag=True, default=None, help="Replay streams with their recorded chunk timing.")
 @click.option("--record-mode", type=click.Choice(["none", "once", "new_episodes", "all"]), default=None,
               help="vcrpy record modes; new_episodes sends misses upstream and records them.  [default: none]")
-@click.option("--live", multiple=True, metavar="GLOB", help="Send hosts matching GLOB upstream and record them (repeatable).")
+@click.option("--live", multiple=True, metavar="GLOB",
+              help="Send hosts matching GLOB ('host' or 'host:port', fnmatch) upstream and record them (repeatable); "
+              "the run goes to <stem>.live.yaml beside the cassette, which stays unchanged.")
+@click.option("--live-out", type=click.Path(dir_okay=False), metavar="PATH",
+              help="With --live: write the run here instead of <stem>.live.yaml.")
+@click.option("--write-back", is_flag=True,
+              help="With --live: replace the cassette played from by this run (its live hosts re-recorded).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Write the playback report as JSON.")
 @click.option("--diff-dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Write each miss's and divergence's full detail to DIR: both normalised request bodies "
@@ -100,18 +106,23 @@ def _table(path) -> PlaybackTable:
               help="Run CMD in a network namespace where the proxy is the only reachable endpoint (Linux): a client "
               "that ignores the proxy variables fails at once and the summary names the host it tried.")
 def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignore_json_path, normalize,
-            match_header, realtime, record_mode, live, report_path, diff_dir, encode_as_recorded, sdk_rules,
-            disable_rule, skip_bad, isolate, guard_flags) -> None:
+            match_header, realtime, record_mode, live, live_out, write_back, report_path, diff_dir, encode_as_recorded,
+            sdk_rules, disable_rule, skip_bad, isolate, guard_flags) -> None:
     """Serve cassettes so CMD re-runs offline; every miss and divergence is explained.
 
     \b
       spoolproxy playback --cassette cassettes/run.yaml -- python agent.py
       spoolproxy playback -c cassettes/ --strict -- pytest -x
       spoolproxy playback -c run.yaml --normalize '\\d{4}-\\d{2}-\\d{2}' -- python agent.py
-      spoolproxy playback -c run.yaml --live 'api.openai.com' -- python agent.py
+      spoolproxy playback -c run.yaml --live 'api.openai.com' -- python agent.py   # writes run.live.yaml
+      spoolproxy playback -c run.yaml --live '127.0.0.1:8080' --write-back -- python agent.py
       spoolproxy playback -c run.yaml --live 'api.openai.com' --max-cost 0.20 --circuit-breaker -- python agent.py
       spoolproxy playback -c cassettes/ --isolate -- node agent.js   # no silent network
       spoolproxy playback -c cassettes/          # standalone: prints export lines
+
+    --live never changes the cassette played from: the run (replayed and live
+    interactions in wire order) goes to <stem>.live.yaml beside it, or --live-out PATH;
+    --write-back replaces the cassette instead.
 
     Budgets (--max-...) and --circuit-breaker apply to the live traffic (--live hosts,
     new_episodes); served interactions cost nothing.  A recorded circuit-breaker refusal is
@@ -119,15 +130,17 @@ def command(proxy: ProxySettings, cassettes, match, strict, allow_repeats, ignor
     """
     serve(proxy, cassettes, match, strict, allow_repeats, ignore_json_path, normalize, match_header, realtime,
           record_mode, live, report_path, skip_bad, isolate, guard_flags, diff_dir=diff_dir,
-          encode_as_recorded=encode_as_recorded, sdk_rules=sdk_rules, disable_rule=disable_rule)
+          encode_as_recorded=encode_as_recorded, sdk_rules=sdk_rules, disable_rule=disable_rule,
+          live_out=live_out, write_back=write_back)
 
 
 def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_repeats=None, ignore_json_path=(),
           normalize=(), match_header=(), realtime=None, record_mode=None, live=(), report_path=None,
           skip_bad=False, isolate=None, guard_flags=None, *, diff_dir=None, encode_as_recorded=None, sdk_rules=None,
-          disable_rule=()) -> None:
+          disable_rule=(), live_out=None, write_back=False) -> None:
     """Run playback with these settings (the body of ``spoolproxy playback``; ``record
-    --record-mode once|new_episodes|none`` calls it too).  Exits through SystemExit with
+    --record-mode once|new_episodes|none`` calls it too).  ``live_out``/``write_back``:
+    where a ``--live`` run goes (see :func:`_live_recorder`).  Exits through SystemExit with
     the status :func:`exit_status` picks (CMD's non-zero status wins over STRICT_EXIT)."""
     from ..cassettes.redact import Redactor
     from ..replayer.fingerprint import MatchOptions
@@ -163,19 +176,25 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
     )
     if cfg.match not in ("default", "exact"):
         raise UsageError(f"config [playback] match = {cfg.match!r}: use 'default' or 'exact'")
+    if (live_out or write_back) and not cfg.live:
+        raise UsageError(f"{'--live-out' if live_out else '--write-back'} says where a --live run goes: "
+                         "add --live GLOB (the hosts to send upstream)")
+    if live_out and write_back:
+        raise UsageError("give --live-out PATH or --write-back, not both")
     strict = bool(strict if strict is not None else t.strict)
     report_path = report_path or t.report
     session = PlaybackSession(cfg)  # loads every cassette: a corrupt one stops here (exit 2)
     say = (lambda s: None) if proxy.quiet else (lambda s: click.echo(s, err=True))
     for line in session.skipped:
         click.echo(f"spoolproxy: warning: skipped bad cassette {line}", err=True)
+    _warn_unmatched_live(cfg.live, session)
 
     from ..replayer.addon import Playback  # mitmproxy itself is imported on the proxy thread, while CMD starts
 
     addons: list[object] = [Playback(session)]
     recorder = guard = None
     if cfg.live or mode in ("new_episodes", "all") or session.recording_new:
-        recorder = _live_recorder(paths, cfg, session, redactor)
+        recorder = _live_recorder(paths, cfg, session, redactor, live_out=live_out, write_back=write_back)
         guard, guard_addon = make_guard(guard_flags or {}, proxy.config, live_only=True)
         if guard_addon is not None:  # after playback (which marks live flows), before the live recorder
             addons.append(guard_addon)
@@ -197,7 +216,7 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
     try:
         code = run_session(
             proxy, runner, banner="Playback",
-            stop_note="write the recording into the cassette and print the playback report"
+            stop_note=f"write the recording into {recorder.target} and print the playback report"
             if recorder is not None else "print the playback report (playback writes no cassette)",
             isolation=isolation,
         )
@@ -256,9 +275,18 @@ def _isolation(wanted: bool, proxy: ProxySettings):
 def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redactor, isolation=None, guard=None):
     """Merge live recordings, write --report, print the report (both redacted); returns the report."""
     if recorder is not None and _started(runner):
+        existed = recorder.target.exists()
         target, added = recorder.finish(exit_code=code, extra=guard.meta() if guard is not None else None)
-        if added:
-            say(f"spoolproxy: recorded {added} live interaction{'s' if added != 1 else ''} into {target}")
+        n = f"{added} live interaction{'s' if added != 1 else ''}"
+        if added and cfg.live and target != recorder.source:
+            say(f"spoolproxy: recorded {n}; this run is in {target}{' (replaced)' if existed else ''}; "
+                f"{recorder.source} is unchanged (--write-back replaces it instead)")
+        elif added and cfg.live:
+            say(f"spoolproxy: recorded {n}; this run replaced {target} (--write-back)")
+        elif added:
+            say(f"spoolproxy: recorded {n} into {target}")
+        elif cfg.live:
+            say(f"spoolproxy: no request went live (--live {' '.join(cfg.live)}); wrote nothing")
     for line in guard.summary_lines() if guard is not None else []:
         say(f"spoolproxy: {line}")
     report = session.report()
@@ -268,7 +296,7 @@ def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redac
 
         add_blocked(report, isolation.attempts)
     if cfg.live:
-        report.unused = [u for u in report.unused if not session.is_live_host(_host(u.uri))]
+        report.unused = [u for u in report.unused if not session.is_live(u.uri)]
     if report_path:
         report.write(report_path, redactor)
     if proxy.quiet:
@@ -279,15 +307,28 @@ def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redac
     return report
 
 
-def _host(uri: str) -> str:
-    from urllib.parse import urlsplit
+def _warn_unmatched_live(globs, session) -> None:
+    """One warning per ``--live`` glob that names no host of the served cassettes, listing
+    their hosts as displays show them (``host:port``)."""
+    if not globs:
+        return
+    from ..replayer.hostglob import host_labels, unmatched
 
-    return urlsplit(uri).hostname or ""
+    uris = [e.interaction.request.uri for e in session.index.entries]
+    for glob in unmatched(globs, uris):
+        click.echo(f"spoolproxy: warning: --live {glob!r} matches no host of the cassette (hosts: "
+                   f"{host_labels(uris) or 'none'}): those requests are replayed; use one of these hosts, "
+                   "with or without its :port", err=True)
 
 
-def _live_recorder(paths: list[str], cfg, session, redactor):
+def _live_recorder(paths: list[str], cfg, session, redactor, *, live_out=None, write_back=False):
+    """The recorder of live traffic.  Under ``--live`` it writes the run to ``live_out``,
+    else ``<stem>.live.yaml`` beside the cassette, or (``write_back``) into the cassette
+    itself; ``new_episodes`` appends to the cassette and ``all``/a new ``once`` cassette
+    replace it, as vcrpy does.  Raises UsageError for several cassettes or a ``live_out``
+    that is the cassette itself."""
     from ..cassettes.storage import check_writable
-    from ..replayer.live import LiveRecorder
+    from ..replayer.live import LiveRecorder, live_output_path
 
     files = [p for p in paths if not Path(p).is_dir()]
     if len(paths) != 1 or len(files) != 1:
@@ -295,6 +336,13 @@ def _live_recorder(paths: list[str], cfg, session, redactor):
             "--live, --record-mode new_episodes/all and a new cassette under 'once' record into one "
             "cassette: give exactly one --cassette FILE"
         )
-    check_writable(files[0])
+    source = Path(files[0])
     replace_all = cfg.record_mode == "all" or session.recording_new
-    return LiveRecorder(files[0], replace_all=replace_all, live_globs=cfg.live, redactor=redactor)
+    output = source
+    if cfg.live and not replace_all and not write_back:
+        output = Path(live_out) if live_out else live_output_path(source)
+        if output.resolve() == source.resolve():
+            raise UsageError(f"--live-out {live_out} is the cassette played from: use --write-back to replace it, "
+                             "or name another file")
+    check_writable(output)
+    return LiveRecorder(source, replace_all=replace_all, live_globs=cfg.live, redactor=redactor, output=output)

@@ -31,9 +31,10 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Mapping
+
+from ..replayer.hostglob import glob_matches, label_names
 
 PRICES_AS_OF = "2026-12-01"
 
@@ -105,12 +106,9 @@ def is_local_host(host: str, extra: tuple[str, ...] = ()) -> bool:
     """True for a server on this machine or a private network: ``localhost``, loopback and
     private IP ranges, ``*.local``/``*.localhost``, ``host.docker.internal``, and any of the
     ``extra`` globs (``[prices] local_hosts``).  ``host`` may carry a ``:port``."""
-    h = host.strip().lower()
-    if h.startswith("["):
-        h = h[1:].split("]")[0]
-    elif h.count(":") == 1:
-        h = h.split(":")[0]
-    if any(fnmatchcase(h, g.lower()) for g in extra):
+    names = label_names(host)  # a glob may name the port too (127.0.0.1:8080), as displays show it
+    h = names[0]
+    if any(glob_matches(g, names) for g in extra):
         return True
     if h in _LOCAL_NAMES or h.endswith(_LOCAL_SUFFIXES):
         return True

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from ..cassettes.model import Cassette, Interaction, parse_json
 from ..replayer.diff import diff_json
+from ..replayer.hostglob import host_label, host_labels, url_names
 from .patches import (MessagePatch, ModelParamsPatch, PatchSet, RouteToolPatch, SystemPromptPatch,
                       ToolDescriptionPatch, ToolResultPatch, ToolSchemaPatch, check_schema)
 from .wire import Wire, api_of, append_text, content_text, prepend_text, replace_text, substitute_text, wire_for
@@ -229,9 +230,10 @@ def render_change(before: Any, after: Any, *, limit: int = 30) -> list[str]:
 
 # -- runs -----------------------------------------------------------------------------------
 def request_target(it: Interaction) -> tuple[str, str, str]:
-    """(method, host, path with query) of an interaction's request."""
+    """(method, ``host[:port]``, path with query) of an interaction's request; the host
+    lower-case with its port when not the scheme's default, as every display shows it."""
     u = urlsplit(it.request.uri)
-    return it.request.method.upper(), (u.hostname or "").lower(), u.path + (f"?{u.query}" if u.query else "")
+    return it.request.method.upper(), host_label(it.request.uri), u.path + (f"?{u.query}" if u.query else "")
 
 
 def model_requests(cassette: Cassette, start: int = 0) -> list[int]:
@@ -269,14 +271,15 @@ def check_targets(patches: PatchSet, cassette: Cassette, start: int = 0) -> list
     for n, p in enumerate(patches.patches):
         if isinstance(p, ToolResultPatch):
             hits = [i for i, it in enumerate(cassette.interactions) if i >= start and i not in llm
-                    and p.matches(*request_target(it))]
+                    and p.matches(it.request.method, url_names(it.request.uri), request_target(it)[2])]
             problem = None if hits else f"matches no tool request of the run from interaction {start} on " \
                                         f"({_tool_requests(cassette, start, llm)})"
             out.append(TargetCheck(n, p.kind, bool(hits), hits, problem))
             continue
         if isinstance(p, RouteToolPatch):
-            hits = [i for i, it in enumerate(cassette.interactions) if i >= start and p.matches_host(request_target(it)[1])]
-            problem = None if hits else f"host {p.host!r} matches no request of the run from interaction {start} on"
+            hits = [i for i, it in enumerate(cassette.interactions) if i >= start and p.matches_host(url_names(it.request.uri))]
+            problem = None if hits else (f"host {p.host!r} matches no request of the run from interaction {start} on "
+                                         f"(hosts: {host_labels(it.request.uri for it in cassette.interactions[start:])})")
             out.append(TargetCheck(n, p.kind, bool(hits), hits, problem))
             continue
         hits, notes = [], []

@@ -139,7 +139,10 @@ def relation(a: Cassette, b: Cassette) -> tuple[str, str]:
                            f"{a.meta.extra.get('fork_at')} and {b.meta.extra.get('fork_at')}"
     rep = a.meta.extra.get("replayed_from")
     if isinstance(rep, str) and pb is not None and (pb.as_posix().endswith(rep) or Path(rep).name == pb.name):
-        return "replay", f"A is a spoolproxy test run (case {a.meta.extra.get('case')}) replaying B"
+        case = a.meta.extra.get("case")
+        if case is None:  # playback --live: B replayed, some hosts live
+            return "replay", f"A is a playback of B with {', '.join(map(str, a.meta.extra.get('live') or []))} live"
+        return "replay", f"A is a spoolproxy test run (case {case}) replaying B"
     names = (pa.name if pa else "", pb.name if pb else "")
     if any(n.endswith(".pinned.yaml") for n in names) and names[0].split(".")[0] == names[1].split(".")[0]:
         which = "A" if names[0].endswith(".pinned.yaml") else "B"

@@ -44,6 +44,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from ..errors import SpoolError
+from ..replayer.hostglob import glob_matches, label_names
 
 
 class PatchError(SpoolError):
@@ -243,10 +244,13 @@ class ToolResultPatch(_Patch):
     headers: dict[str, str] = Field(default_factory=dict)
     content_type: str | None = None
 
-    def matches(self, method: str, host: str, path: str) -> bool:
-        """True when a request (``path`` with its query) matches the three globs."""
+    def matches(self, method: str, host: str | tuple[str, ...], path: str) -> bool:
+        """True when a request (``path`` with its query) matches the three globs.  ``host``:
+        its ``host[:port]`` as displays show it, or the names of
+        :func:`~spoolproxy.replayer.hostglob.url_names`; the ``host`` glob may name a port
+        (:mod:`spoolproxy.replayer.hostglob`)."""
         return (fnmatch.fnmatchcase(method.upper(), self.method.upper())
-                and fnmatch.fnmatchcase(host.lower(), self.host.lower())
+                and glob_matches(self.host, _names(host))
                 and fnmatch.fnmatchcase(path, self.path))
 
     def response_body(self) -> bytes:
@@ -303,11 +307,16 @@ class RouteToolPatch(_Patch):
         except SpoolError as exc:
             raise ValueError(str(exc).replace("--reverse", "to")) from None
 
-    def matches_host(self, host: str) -> bool:
-        return fnmatch.fnmatchcase(host.lower(), self.host.lower())
+    def matches_host(self, host: str | tuple[str, ...]) -> bool:
+        """True when ``host`` (as for :meth:`ToolResultPatch.matches`) matches the ``host`` glob."""
+        return glob_matches(self.host, _names(host))
 
     def describe(self) -> str:
         return f"route: {self.host} -> {self.to}"
+
+
+def _names(host: str | tuple[str, ...]) -> tuple[str, ...]:
+    return host if isinstance(host, tuple) else label_names(host)
 
 
 Patch = Annotated[

@@ -28,7 +28,6 @@ rerun sends, in arrival order:
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import threading
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from pydantic import BaseModel, Field
 
 from ..cassettes.model import Cassette, Request
 from ..replayer.fingerprint import Fingerprinter, MatchOptions
+from ..replayer.hostglob import any_matches, host_label, url_names
 from ..replayer.index import Index
 from ..replayer.session import Decision
 from .apply import apply_patches, model_requests
@@ -212,8 +212,8 @@ class ForkSession:
             return True
         return apply_patches([], req.method, urlsplit(req.uri).path, req.body).api is not None
 
-    def _live_host(self, host: str) -> bool:
-        return any(fnmatch.fnmatchcase(host.lower(), g) for g in self.live)
+    def _live_host(self, uri: str) -> bool:
+        return any_matches(self.live, uri)
 
     # -- per request -----------------------------------------------------------------------
     def decide(self, req: Request) -> ForkDecision:
@@ -239,12 +239,12 @@ class ForkSession:
 
     def _after(self, seq: int, req: Request) -> ForkDecision:
         u = urlsplit(req.uri)
-        host = (u.hostname or "").lower()
+        host, names = host_label(req.uri), url_names(req.uri)  # "127.0.0.1:18801", the names globs match
         path = u.path + (f"?{u.query}" if u.query else "")
         model = self.is_model_request(req)
         if not model:
             for n, p in enumerate(self.patches.patches):
-                if p.kind == "tool_result" and p.matches(req.method, host, path):
+                if p.kind == "tool_result" and p.matches(req.method, names, path):
                     return ForkDecision(seq, "override", response=(p.status, p.response_headers(), p.response_body()),
                                         patches=[n])
         if model:
@@ -254,7 +254,7 @@ class ForkSession:
                                     path=applied.path if applied.path != path else None, patches=applied.changed)
             return ForkDecision(seq, "live")
         for n, p in enumerate(self.patches.patches):
-            if p.kind == "route" and p.matches_host(host):
+            if p.kind == "route" and p.matches_host(names):
                 return ForkDecision(seq, "routed", route=p.to, patches=[n])
         lk = self.rest.lookup(req)
         if lk.outcome != "miss" and lk.entry is not None:
@@ -262,7 +262,7 @@ class ForkSession:
             return ForkDecision(seq, "cassette", playback=Decision(action, lk), parent=self.at + lk.entry.index)
         if req.method.upper() in SAFE_METHODS:
             return ForkDecision(seq, "live", note="differs from the parent's requests; a safe method")
-        if self._live_host(host):
+        if self._live_host(req.uri):
             return ForkDecision(seq, "live", note="differs from the parent's requests; host allowed by --live")
         return ForkDecision(seq, "blocked", response=self._blocked_response(req, host),
                             note="a side effect that differs from the parent run")

@@ -4,7 +4,11 @@ Two dictionaries over the loaded cassettes, each mapping a key to a deque of
 :class:`Entry` in recorded order:
 
 * ``exact``: method, scheme, host, port, path, normalised query, body fingerprint (and the
-  ``--match-header`` values) → identical requests get successive recorded responses;
+  ``--match-header`` values) → identical requests get successive recorded responses, one
+  queue per cassette: when several cassettes hold the key, the cassette served last is
+  asked first (a run keeps being served from the recording it is following: a pooled
+  directory does not mix two recordings of the same agent), else the first in load order;
+  within one cassette, recorded order;
 * ``by_url``: method, URL and the **stream flag** (:attr:`~.fingerprint.Normalized.stream`
   of the live request, False when it does not say; for a recorded request that does not say,
   whether its recorded response was a stream), vcrpy's default ``match_on`` made safe: the
@@ -138,7 +142,8 @@ class Index:
         self.match = match
         self.allow_repeats = allow_repeats
         self.entries: list[Entry] = []
-        self._exact: dict[tuple, deque[Entry]] = {}
+        #: exact key -> {id(cassette): its entries in recorded order}, cassettes in load order
+        self._exact: dict[tuple, dict[int, deque[Entry]]] = {}
         self._by_url: dict[tuple, deque[Entry]] = {}
         self._by_endpoint: dict[tuple, list[Entry]] = {}
         self._by_host: dict[str, list[Entry]] = {}
@@ -163,7 +168,7 @@ class Index:
                 light = replace(norm, body=norm.body if wild else b"", body_json=None)  # wildcards match on the body
                 e = Entry(len(self.entries), cas, label, i, it, light, self.fp.redactor.uri(it.request.uri), light=True)
                 self.entries.append(e)
-                self._exact.setdefault(norm.key, deque()).append(e)
+                self._exact.setdefault(norm.key, {}).setdefault(id(cas), deque()).append(e)
                 self._by_url.setdefault(norm.fallback_key(_recorded_flag(e)), deque()).append(e)
                 self._by_endpoint.setdefault(norm.endpoint, []).append(e)
                 self._by_host.setdefault(norm.host, []).append(e)
@@ -184,6 +189,25 @@ class Index:
                 return e
         return None
 
+    def _pop_exact(self, key: tuple) -> Entry | None:
+        """The next unused entry for an exact ``key``: from the cassette served last when it
+        holds one, else from the first cassette (load order) that does.  Queues found empty
+        are dropped, so this stays O(1) amortised.  Caller holds the lock."""
+        queues = self._exact.get(key)
+        if not queues:
+            return None
+        last = self._last_cassette
+        if last is not None and len(queues) > 1:
+            e = self._pop(queues.get(id(last)))
+            if e is not None:
+                return e
+        for cid in list(queues):
+            e = self._pop(queues[cid])
+            if e is not None:
+                return e
+            del queues[cid]
+        return None
+
     def lookup(self, request: Request, *, explain: bool = True) -> Lookup:
         """Find what to serve for ``request`` and mark it served (see the module docstring).
 
@@ -199,7 +223,7 @@ class Index:
         repeat = False
         candidates = 0
         with self._lock:
-            entry = self._pop(self._exact.get(exact))
+            entry = self._pop_exact(exact)
             outcome = "exact"
             if entry is None:
                 entry = self._wildcard(actual)

@@ -3,19 +3,23 @@
 :class:`LiveRecorder` composes the recording addon (:class:`~spoolproxy.proxy.recorder.Recorder`):
 it passes a flow on only when the playback addon (earlier in the chain) decided ``live``,
 so replayed flows are never recorded.  The recorder journals into a sibling file
-``<cassette stem>.live.yaml``; :meth:`LiveRecorder.finish` then writes the cassette
-atomically and removes the sibling.  With ``--live`` hosts the cassette becomes this run in
-wire order: the original interactions (minus those of the live hosts, which the new
-recording replaces) and the new ones merged by when their request started in this run (a
-replayed interaction gets the time it was served as its ``started_at``; one not served
-stays after the interaction before it), so a tool call never lands before the model turn
-that asked for it.  ``new_episodes`` appends the new interactions, as vcrpy does.  In mode
+``<output stem>.partial.yaml``; :meth:`LiveRecorder.finish` then writes the output
+atomically and removes the sibling.
+
+With ``--live`` hosts the output is this run in wire order: the source cassette's
+interactions (minus those of the live hosts, which the new recording replaces) and the new
+ones merged by when their request started in this run (a replayed interaction gets the
+time it was served as its ``started_at``; one not served stays after the interaction
+before it), so a tool call never lands before the model turn that asked for it.  The
+output is a new file beside the source (``<stem>.live.yaml``, :func:`live_output_path`)
+unless the user asked to write back into the source: the recorded run is evidence (a
+``spoolproxy test`` case may replay it) and is never replaced silently.
+``new_episodes`` appends the new interactions to the cassette, as vcrpy does.  In mode
 ``all`` (or ``once`` on a new cassette) the new interactions replace the file's content.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import inspect
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +29,14 @@ from ..cassettes import load, save
 from ..cassettes.model import Cassette, Interaction
 from ..cassettes.redact import Redactor
 from .addon import META, SERVED
+from .hostglob import any_matches
+
+
+def live_output_path(source: str | Path) -> Path:
+    """Where ``playback --live`` writes its run by default: ``<stem>.live.yaml`` beside
+    ``source`` (``run.yaml`` -> ``run.live.yaml``)."""
+    p = Path(source)
+    return p.with_name(f"{p.stem}.live{p.suffix or '.yaml'}")
 
 
 async def _maybe(result):
@@ -35,20 +47,26 @@ async def _maybe(result):
 
 
 class LiveRecorder:
-    """mitmproxy addon: records live flows into ``target`` (see the module docstring).
+    """mitmproxy addon: records live flows (see the module docstring).
 
+    ``source``: the cassette played from (a file; it may not exist yet under ``once``);
+    ``output``: where the result goes (default ``source`` itself; ``playback --live``
+    passes :func:`live_output_path` unless told to write back).
     ``replace_all``: the new recording replaces the cassette (record modes ``all``/new ``once``).
-    ``live_globs``: hosts whose old interactions the new recording replaces.
-    Raises CassetteError from :meth:`finish` when the cassette cannot be written.
+    ``live_globs``: hosts (``host`` or ``host:port`` globs) whose old interactions the new
+    recording replaces.  Raises CassetteError from :meth:`finish` when the output cannot
+    be written.
     """
 
-    def __init__(self, target: str | Path, *, replace_all: bool, live_globs: Iterable[str] = (), redactor: Redactor | None = None, meta=None) -> None:
+    def __init__(self, source: str | Path, *, replace_all: bool, live_globs: Iterable[str] = (),
+                 redactor: Redactor | None = None, meta=None, output: str | Path | None = None) -> None:
         from ..proxy.recorder import Recorder
 
-        self.target = Path(target)
+        self.source = Path(source)
+        self.target = Path(output) if output is not None else self.source
         self.replace_all = replace_all
-        self.live_globs = tuple(g.lower() for g in live_globs)
-        tmp = self.target.with_name(f"{self.target.stem}.live{self.target.suffix or '.yaml'}")
+        self.live_globs = tuple(live_globs)
+        tmp = self.target.with_name(f"{self.target.stem}.partial{self.target.suffix or '.yaml'}")
         self.recorder = Recorder(tmp, redactor=redactor, meta=meta)
         self.served_at: dict[tuple[str, int], float] = {}  # (cassette name, index) -> first served (epoch s)
 
@@ -97,21 +115,23 @@ class LiveRecorder:
 
     # -- the end ---------------------------------------------------------------------------
     def finish(self, exit_code: int | None = None, extra: dict | None = None) -> tuple[Path, int]:
-        """Merge the live recording into the cassette; returns (path, new interactions).
-        ``extra``: run-level facts for ``meta.extra`` (a guard's budget and stop)."""
+        """Merge the live recording with the source into the output; returns (output path,
+        new interactions).  ``extra``: run-level facts for ``meta.extra`` (a guard's budget
+        and stop)."""
         new = self.recorder.finish(exit_code=exit_code, extra=extra)
         tmp = self.recorder.path
-        if self.replace_all or not self.target.exists():
+        if self.replace_all or not self.source.exists():
             merged = Cassette(interactions=new.interactions, meta=new.meta)
         else:
-            old = load(self.target)
-            keep = [
-                it for it in old.interactions
-                if not any(fnmatch.fnmatchcase(it.request.host.lower(), g) for g in self.live_globs)
-            ]
-            if self.live_globs:  # the cassette becomes this run: its order, its exit status
-                meta = old.meta.model_copy(update={"exit_code": exit_code,
-                                                   "extra": {k: v for k, v in old.meta.extra.items() if k != "agent_end"}})
+            old = load(self.source)
+            keep = [it for it in old.interactions if not any_matches(self.live_globs, it.request.uri)]
+            if self.live_globs:  # the output is this run: its order, its exit status
+                facts = {k: v for k, v in old.meta.extra.items() if k != "agent_end"}
+                update: dict = {"exit_code": exit_code, "extra": facts}
+                if self.target != self.source:  # a new file: when this run happened, what it replayed
+                    facts.update(replayed_from=str(self.source), live=list(self.live_globs))
+                    update["recorded_at"] = new.meta.recorded_at or datetime.now(timezone.utc).replace(microsecond=0)
+                meta = old.meta.model_copy(update=update)
                 merged = Cassette(interactions=self._wire_order(old, keep, new.interactions), meta=meta,
                                   source_format=old.source_format)
             else:  # new_episodes: appended, as vcrpy does
@@ -131,7 +151,7 @@ class LiveRecorder:
     def _wire_order(self, old: Cassette, keep: list[Interaction], new: list[Interaction]) -> list[Interaction]:
         """``keep`` (old interactions, in file order) and ``new`` merged by when each request
         started in this run (see the module docstring)."""
-        mine = _same_file(old.path, self.target)
+        mine = _same_file(old.path, self.source)
         served = {i: ts for (name, i), ts in self.served_at.items() if mine(name)}
         index = {id(it): i for i, it in enumerate(old.interactions)}
         rows: list[tuple[float, int, int, Interaction]] = []

@@ -10,13 +10,12 @@ have vcrpy's meanings:
 * ``new_episodes``: replay what matches, send misses upstream and record them;
 * ``all``: send everything upstream and record it (what ``spoolproxy record`` does).
 
-``--live GLOB`` sends requests whose host matches the glob upstream (and records them),
+``--live GLOB`` sends requests whose host (or ``host:port``) matches the glob upstream (and records them),
 whatever the mode.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from ..cassettes import iter_paths, load
 from ..cassettes.model import Cassette, Request
 from ..errors import CassetteError, UsageError
 from .fingerprint import Fingerprinter, MatchOptions
+from .hostglob import any_matches
 from .explain import Explainer
 from .index import Index, Lookup, MatchMode
 from .report import PlaybackReport, RecordedRef, RequestOutcome
@@ -186,16 +186,16 @@ class PlaybackSession:
             self._names = [str(c.path) for c in cassettes]
 
     # -- per request -------------------------------------------------------------------
-    def is_live_host(self, host: str) -> bool:
-        """True when ``host`` matches a ``--live`` glob (case-insensitive)."""
-        h = host.lower()
-        return any(fnmatch.fnmatchcase(h, g.lower()) for g in self.config.live)
+    def is_live(self, uri: str) -> bool:
+        """True when the host of the absolute ``uri`` matches a ``--live`` glob (``host`` or
+        ``host:port``, case-insensitive; :mod:`.hostglob`)."""
+        return any_matches(self.config.live, uri)
 
     def decide(self, request: Request) -> Decision:
         """Look ``request`` up and record its outcome (see :class:`Decision`).  Costs the
         body's normalisation (linear in its size) plus an O(1) look-up; explaining a
         divergence or miss is handed to the background :class:`~.explain.Explainer`."""
-        if self.recording_new or self.is_live_host(request.host):
+        if self.recording_new or self.is_live(request.uri):
             self._add_live(request)
             return Decision("live")
         index = self.index
