@@ -14,8 +14,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# one worker per core, whole test files per worker (module fixtures start once); TEST_ARGS adds options
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile $(TEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py

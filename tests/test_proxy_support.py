@@ -31,19 +31,14 @@ from spoolproxy.proxy.runner import ProxyRunner
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session", autouse=False)
-def spool_home(tmp_path_factory) -> Iterator[Path]:
-    """A per-session SPOOLPROXY_HOME (restored afterwards)."""
-    old = os.environ.get("SPOOLPROXY_HOME")
-    home = tmp_path_factory.mktemp("spoolhome")
-    os.environ["SPOOLPROXY_HOME"] = str(home)
-    try:
-        yield home
-    finally:
-        if old is None:
-            os.environ.pop("SPOOLPROXY_HOME", None)
-        else:
-            os.environ["SPOOLPROXY_HOME"] = old
+@pytest.fixture(scope="session")
+def spool_home(_private_spoolproxy_home) -> Path:
+    """The session's SPOOLPROXY_HOME (made private by conftest's autouse fixture).
+
+    One home for the whole session: in-process proxies and cached client SSL contexts
+    (``test_playback.tls()``) must trust the same CA whichever test file runs first, also
+    when pytest-xdist hands a worker the files in another order."""
+    return Path(os.environ["SPOOLPROXY_HOME"])
 
 
 @dataclass
