@@ -79,6 +79,8 @@ def parse_text(text: str | bytes, path: str | Path = "<cassette>") -> Cassette:
     Raises CassetteError with the file and, for YAML syntax errors, the line number.
     """
     raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if not raw:
+        raise CassetteError(path, "not a cassette: the file is empty (0 bytes)")
     entry = cache._entry(raw) if isinstance(text, bytes) else None
     return _read(io.BytesIO(raw), path, entry, whole=lambda: raw)
 
