@@ -214,16 +214,16 @@ def _print_table(results, verbose: bool, show_runs: bool = False) -> None:
         outcome = r.outcome or "skipped"
         mark = " REGRESSION" if r.regression else ""
         runs = [_runs(r)] if show_runs else []
-        table.add_row(r.name, f"[{STYLE[r.outcome]}]{outcome}[/]{mark}", *runs, r.baseline or "-", _escape(r.explanation))
+        table.add_row(_escape(r.name), f"[{STYLE[r.outcome]}]{outcome}[/]{mark}", *runs, r.baseline or "-", _escape(r.explanation))
     console.print(table)
     for r in results:
         show = verbose or r.outcome in ("unreplayable", "fails_differently", "error")
         if show and (r.details or r.artifact):
-            console.print(f"[bold]{r.name}[/] ({r.outcome or 'skipped'})", highlight=False)
+            console.print(f"[bold]{_escape(r.name)}[/] ({r.outcome or 'skipped'})", highlight=False)
             for line in r.details:
                 console.print("  " + _escape(line), highlight=False)
             if r.artifact:
-                console.print(f"  artifact run: {r.artifact}", highlight=False)
+                console.print(f"  artifact run: {_escape(str(r.artifact))}", highlight=False)
 
 
 def _runs(r) -> str:

@@ -242,7 +242,7 @@ def render(v) -> None:
         spent = f"{usd(v.cost_usd)} + calls of models with no price (not counted; see [prices])"
     else:
         spent = usd(v.cost_usd)
-    console.print(f"cost of live model calls: {spent}{budget}", highlight=False)
+    console.print(f"cost of live model calls: {_esc(spent + budget)}", highlight=False)  # '[prices]' is text
     if v.stopped:
         console.print(f"[yellow]stopped early: {_esc(v.stopped)}[/]")
     style = VERDICT_STYLE.get(v.verdict or "", "")
