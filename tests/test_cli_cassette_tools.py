@@ -101,9 +101,13 @@ def test_recover_without_journal_is_one_line(tmp_path, make):
     if make == "emptydir":
         target = tmp_path
     r = spool("recover", str(target))
-    assert r.returncode == 1
     [line] = r.stderr.splitlines()
-    assert line.startswith(f"spoolproxy: error: {target}") and "nothing to recover" in line
+    assert line.startswith(f"spoolproxy: error: {target}")
+    if make == "nothing":  # a path that names nothing is bad input: exit 2 and what to check
+        assert r.returncode == 2 and line.endswith("check the path (give the --cassette path of the interrupted "
+                                                   "recording, its journal or a directory)"), line
+    else:
+        assert r.returncode == 1 and "nothing to recover" in line
 
 
 # -- export ----------------------------------------------------------------------------

@@ -389,7 +389,7 @@ def iter_paths(paths: Iterable[str | Path]) -> Iterator[Path]:
         elif p.exists():
             yield p
         else:
-            raise CassetteError(p, "no such file or directory")
+            raise CassetteError(p, "no such file or directory; check the path")
 
 
 def side_dir(cassette_path: str | Path) -> Path:

@@ -135,7 +135,7 @@ def _files(raw: Path) -> Iterator[Path]:
     elif raw.exists():
         yield raw
     else:
-        raise CassetteError(raw, "no such file or directory")
+        raise CassetteError(raw, "no such file or directory; check the path")
 
 
 def _case_run(path: Path, config) -> Run | None:
