@@ -32,3 +32,32 @@ class CassetteError(SpoolError):
 
 class UsageError(SpoolError):
     """A bad option value or combination (exit status 2)."""
+
+
+class OutputError(SpoolError):
+    """An output file or directory cannot be written (exit status 2).
+
+    ``str(err)`` is ``cannot write PATH (reason); choose a writable path``; ``path`` is the
+    file or directory, ``reason`` what the system said (``No such file or directory``...).
+    """
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"cannot write {path} ({reason}); choose a writable path")
+
+    @classmethod
+    def from_os(cls, path: object, exc: OSError) -> "OutputError":
+        """The error for ``exc`` raised while writing ``path`` (a missing parent that cannot be
+        made, a read-only or special file system such as ``/proc``, a file in the way)."""
+        import errno
+        from pathlib import Path
+
+        reason = exc.strerror or str(exc)
+        p = Path(str(path))
+        existing = next((a for a in p.parents if a.exists()), None)
+        if existing is not None and not existing.is_dir():
+            reason = f"{existing} is not a directory"
+        elif exc.errno == errno.ENOENT and existing is not None:
+            reason = f"{existing} does not accept new files"
+        return cls(path, reason)

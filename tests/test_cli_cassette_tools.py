@@ -101,9 +101,13 @@ def test_recover_without_journal_is_one_line(tmp_path, make):
     if make == "emptydir":
         target = tmp_path
     r = spool("recover", str(target))
-    assert r.returncode == 1
     [line] = r.stderr.splitlines()
-    assert line.startswith(f"spoolproxy: error: {target}") and "nothing to recover" in line
+    assert line.startswith(f"spoolproxy: error: {target}")
+    if make == "nothing":  # a path that names nothing is bad input: exit 2 and what to check
+        assert r.returncode == 2 and line.endswith("check the path (give the --cassette path of the interrupted "
+                                                   "recording, its journal or a directory)"), line
+    else:
+        assert r.returncode == 1 and "nothing to recover" in line
 
 
 # -- export ----------------------------------------------------------------------------
@@ -115,13 +119,14 @@ def v1_cassette(tmp_path: Path) -> Path:
     return save(cas, tmp_path / "v1.yaml")
 
 
-def test_export_to_an_unwritable_output_names_the_o_option(tmp_path):
+def test_export_to_an_unwritable_output_names_the_path_not_a_cassette_option(tmp_path):
     blocker = tmp_path / "file.txt"
     blocker.write_text("not a directory")
     r = spool("export", str(v1_cassette(tmp_path)), "-o", str(blocker / "x.yaml"))
     assert r.returncode == 2
     [line] = r.stderr.splitlines()
-    assert line.startswith("spoolproxy: error: ") and "-o/--output" in line and "--cassette" not in line
+    assert line == f"spoolproxy: error: cannot write {blocker / 'x.yaml'} ({blocker} is not a directory); " \
+                   "choose a writable path"
     assert not (blocker / "x.yaml").exists()
 
 

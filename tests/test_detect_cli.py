@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from spoolproxy.cassettes import save
 
 from .conftest import REPO
@@ -84,3 +86,22 @@ def test_show_at_80_columns_keeps_model_names_whole(tmp_path):
     assert any("openai/gpt-4o-mini" in ln for ln in lines)  # never split mid-word
     assert all(len(ln) <= 80 for ln in lines)
     assert sum("original card" in ln or "refund for" in ln for ln in lines) >= 1  # the summary wraps instead
+
+
+@pytest.mark.parametrize("columns", [80, 100, 160])
+def test_show_keeps_finding_kinds_whole_at_any_width(columns):
+    from spoolproxy.cassettes.storage import load
+    from spoolproxy.detectors import analyze
+
+    path = REPO / "cassettes" / "stock-check.yaml"
+    kinds = {f.kind for f in analyze(load(path)).findings}
+    assert {"html_error_page", "tool_error_ignored"} <= kinds
+    out = _run("show", str(path), columns=columns)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert all(len(ln) <= columns for ln in lines)
+    timeline = "\n".join(lines[:lines.index(next(ln for ln in lines if ln.startswith("final answer")))])
+    assert all(k in timeline for k in kinds), timeline  # every kind whole in the timeline, never '✖ht'
+    header = lines[1].split()
+    if columns != 100:  # a column when it fits, else under each summary
+        assert ("findings" in header) == (columns >= 160)

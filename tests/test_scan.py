@@ -127,7 +127,7 @@ def test_unreadable_input_exits_2_with_one_line(tmp_path, content, problem):
 def test_missing_path_exits_2(tmp_path):
     r = spool("scan", str(tmp_path / "nope.yaml"))
     assert r.returncode == 2
-    assert r.stderr.strip() == f"spoolproxy: error: {tmp_path / 'nope.yaml'}: no such file or directory"
+    assert r.stderr.strip() == f"spoolproxy: error: {tmp_path / 'nope.yaml'}: no such file or directory; check the path"
 
 
 def test_extra_pattern_option_and_config(tmp_path):

@@ -38,10 +38,12 @@ def _one_line_error(r: subprocess.CompletedProcess, text: str) -> None:
 
 
 @pytest.mark.parametrize("args, flag", [
-    (["--junit", "/proc/nope/x.xml"], "--junit /proc/nope/x.xml"),
-    (["--markdown", "/proc/nope/s.md"], "--markdown /proc/nope/s.md"),
-    (["--baseline", "/proc/nope/b.json", "--update-baseline"], "--update-baseline /proc/nope/b.json"),
-    (["--markdown", "ro/s.md"], "--markdown ro/s.md: not writable"),
+    (["--junit", "/proc/nope/x.xml"], "--junit: cannot write /proc/nope/x.xml ("),
+    (["--junit", "/proc/x.xml"], "--junit: cannot write /proc/x.xml (/proc does not accept new files)"),
+    (["--markdown", "/proc/nope/s.md"], "--markdown: cannot write /proc/nope/s.md ("),
+    (["--baseline", "/proc/nope/b.json", "--update-baseline"], "--update-baseline: cannot write /proc/nope/b.json ("),
+    (["--baseline", "/proc/b.json", "--update-baseline"], "--update-baseline: cannot write /proc/b.json ("),
+    (["--markdown", "ro/s.md"], "--markdown: cannot write ro/s.md ("),
 ])
 def test_unwritable_report_paths_fail_before_any_case_runs(project: Path, args: list[str], flag: str) -> None:
     r = spoolproxy("export-test", "cassettes/refund.yaml", "--confirm", cwd=project)
@@ -51,6 +53,7 @@ def test_unwritable_report_paths_fail_before_any_case_runs(project: Path, args: 
         pytest.skip("running as root: a read-only directory is still writable")
     r = spoolproxy("test", *args, cwd=project)
     _one_line_error(r, flag)
+    assert r.stderr.rstrip().endswith("; choose a writable path"), r.stderr
     assert not (project / "spool" / ".runs").exists()  # no case ran
 
 

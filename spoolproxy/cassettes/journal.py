@@ -53,7 +53,8 @@ class Journal:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         except OSError as exc:
-            raise CassetteError(self.path, f"cannot create the recording journal: {exc.strerror}") from None
+            raise CassetteError(self.path, f"cannot create the recording journal: {exc.strerror}; "
+                                           "choose a writable path for the cassette") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

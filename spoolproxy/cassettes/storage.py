@@ -12,13 +12,14 @@ import hashlib
 import io
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
 import yaml
 
-from ..errors import CassetteError
+from ..errors import CassetteError, OutputError
 from . import cache, yamlstream
 from .format import DocumentReader, FlowList, FormatError, from_document, to_document
 from .model import Cassette, Response
@@ -31,6 +32,17 @@ except ImportError:  # pragma: no cover - libyaml missing
     from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
 CASSETTE_SUFFIXES = (".yaml", ".yml", ".json")
+
+#: files spoolproxy writes beside cassettes that are never cassettes themselves: verify's
+#: ``<stem>.verify.json`` and ``verification.json``, the judge's ``<stem>.diagnosis.json`` and
+#: ``<stem>.fix-N.yaml`` patch files, a suite's ``baseline.json``.  A directory walk
+#: (:func:`iter_paths`, triage's runs) leaves them out without a warning.
+SIDE_FILE = re.compile(r"\.(diagnosis|verify)\.json$|\.fix-\d+\.yaml$|^(baseline|verification)\.json$")
+
+
+def is_side_file(path: str | Path) -> bool:
+    """True for a file spoolproxy writes beside cassettes (see :data:`SIDE_FILE`)."""
+    return SIDE_FILE.search(Path(path).name) is not None
 
 
 class CassetteLoader(_Loader):
@@ -67,6 +79,8 @@ def parse_text(text: str | bytes, path: str | Path = "<cassette>") -> Cassette:
     Raises CassetteError with the file and, for YAML syntax errors, the line number.
     """
     raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if not raw:
+        raise CassetteError(path, "not a cassette: the file is empty (0 bytes)")
     entry = cache._entry(raw) if isinstance(text, bytes) else None
     return _read(io.BytesIO(raw), path, entry, whole=lambda: raw)
 
@@ -167,7 +181,7 @@ def _parse_segment(seg: yamlstream.Segment, path):
         text = seg.text.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CassetteError(
-            path, f"not a text file (byte {seg.offset + exc.start} is not UTF-8); is this a cassette?") from None
+            path, f"not a text file (byte {seg.offset + exc.start} is not UTF-8), so not a YAML cassette") from None
     if "\x00" in text:
         raise CassetteError(path, "binary data, not a YAML cassette")
     try:
@@ -191,7 +205,7 @@ def _parse_whole(raw: bytes, path, *, json_text: bool):
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CassetteError(path, f"not a text file (byte {exc.start} is not UTF-8); is this a cassette?") from None
+        raise CassetteError(path, f"not a text file (byte {exc.start} is not UTF-8), so not a YAML cassette") from None
     if "\x00" in text:
         raise CassetteError(path, "binary data, not a YAML cassette")
     try:
@@ -224,7 +238,10 @@ def load(path: str | Path) -> Cassette:
         raise CassetteError(p, f"cannot read: {exc.strerror}") from None
     try:
         with fh:
-            entry = cache.entry_for_file(fh, os.fstat(fh.fileno()).st_size)
+            size = os.fstat(fh.fileno()).st_size
+            if size == 0 and p.is_file():
+                raise CassetteError(p, "not a cassette: the file is empty (0 bytes)")
+            entry = cache.entry_for_file(fh, size)
 
             def whole() -> bytes:
                 fh.seek(0)
@@ -252,17 +269,24 @@ def dumps(cas: Cassette, *, plain: bool = False) -> str:
 
 
 def atomic_write(path: str | Path, data: bytes | str, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` atomically (same-directory temp file, fsync, rename).
+    """Write ``data`` to ``path`` atomically (same-directory temp file, fsync, rename),
+    creating its missing parent directories.
 
     A path that exists and is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO)
-    is written through instead: renaming over it would replace the device itself."""
+    is written through instead: renaming over it would replace the device itself.
+    Raises :class:`~spoolproxy.errors.OutputError` (``cannot write PATH (reason); choose a
+    writable path``) when it cannot be written; nothing is left behind then."""
     p = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    if p.exists() and not p.is_file() and not p.is_dir():
-        with open(p, "wb") as fh:
-            fh.write(raw)
-        return
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        if p.exists() and not p.is_file() and not p.is_dir():
+            with open(p, "wb") as fh:
+                fh.write(raw)
+            return
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as exc:
+        raise OutputError.from_os(p, exc) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
@@ -270,30 +294,65 @@ def atomic_write(path: str | Path, data: bytes | str, mode: int = 0o644) -> None
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise OutputError.from_os(p, exc) from None
         raise
+
+
+def ensure_dir(path: str | Path) -> Path:
+    """Create the output directory ``path`` (and its parents) and check that a file can be
+    created in it; returns it.  Raises :class:`~spoolproxy.errors.OutputError` otherwise."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".spoolproxy-probe.", dir=p)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise OutputError.from_os(p, exc) from None
+    return p
+
+
+def check_output_file(path: str | Path) -> None:
+    """Raise :class:`~spoolproxy.errors.OutputError` unless a file can be written at
+    ``path`` (checked before work whose result would otherwise be lost): it is not a
+    directory, and a file can be created in its directory (which is not created here; a
+    missing one is fine when its nearest existing ancestor accepts new directories)."""
+    p = Path(path)
+    if p.is_dir():
+        raise OutputError(p, "it is a directory; give a file name")
+    if p.exists() and not p.is_file():
+        return  # /dev/null, /dev/stdout, a FIFO: written through
+    probe = next((a for a in p.parents if a.exists()), Path("."))
+    if not probe.is_dir():
+        raise OutputError(p, f"{probe} is not a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".spoolproxy-probe.", dir=probe)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise OutputError.from_os(p, exc) from None
+    if p.exists() and not os.access(p, os.W_OK):
+        raise OutputError(p, "the file is read-only")
 
 
 def save(cas: Cassette, path: str | Path, *, plain: bool = False) -> Path:
     """Write ``cas`` to ``path`` atomically (YAML; JSON when the name ends in .json).
 
-    The caller redacts first (:class:`~.redact.Redactor`).  Raises CassetteError when the
-    directory cannot be written.
+    The caller redacts first (:class:`~.redact.Redactor`).  Raises
+    :class:`~spoolproxy.errors.OutputError` when it cannot be written.
     """
     p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if p.suffix == ".json":
-            text = json.dumps(_jsonable(to_document(cas, plain=True)), indent=2, ensure_ascii=False)
-        else:
-            text = dumps(cas, plain=plain)
-        atomic_write(p, text)
-    except OSError as exc:
-        raise CassetteError(p, f"cannot write: {exc.strerror}; choose a writable --cassette path") from None
+    if p.suffix == ".json":
+        text = json.dumps(_jsonable(to_document(cas, plain=True)), indent=2, ensure_ascii=False)
+    else:
+        text = dumps(cas, plain=plain)
+    atomic_write(p, text)
     return p
 
 
@@ -308,35 +367,29 @@ def _jsonable(v):
 
 
 def check_writable(path: str | Path) -> None:
-    """Raise CassetteError unless a cassette can be created at ``path`` (checked before a run)."""
-    p = Path(path)
-    if p.is_dir():
-        raise CassetteError(p, "is a directory; give a file name such as run.yaml")
-    parent = p.parent
-    probe = parent
-    while not probe.exists():
-        probe = probe.parent
-    if not os.access(probe, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise CassetteError(p, "is not writable; choose another --cassette path")
-    if not probe.is_dir():
-        raise CassetteError(p, f"{probe} is not a directory")
+    """Raise :class:`~spoolproxy.errors.OutputError` unless a cassette can be created at
+    ``path`` (checked before a run; see :func:`check_output_file`)."""
+    check_output_file(path)
 
 
 def iter_paths(paths: Iterable[str | Path]) -> Iterator[Path]:
     """Expand files and directories (recursively, sorted) into cassette file paths.
 
-    Raises CassetteError for a path that does not exist.
+    A directory gives its ``*.yaml``/``*.yml``/``*.json`` files except hidden ones and
+    spoolproxy's own side files (:func:`is_side_file`); a file is given as it is, whatever
+    its name.  Raises CassetteError for a path that does not exist.
     """
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
             for f in sorted(p.rglob("*")):
-                if f.suffix in CASSETTE_SUFFIXES and f.is_file() and not f.name.startswith("."):
+                if (f.suffix in CASSETTE_SUFFIXES and f.is_file() and not f.name.startswith(".")
+                        and not is_side_file(f)):
                     yield f
         elif p.exists():
             yield p
         else:
-            raise CassetteError(p, "no such file or directory")
+            raise CassetteError(p, "no such file or directory; check the path")
 
 
 def side_dir(cassette_path: str | Path) -> Path:

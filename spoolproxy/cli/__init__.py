@@ -2,7 +2,10 @@
 package and is imported only when used, so ``spoolproxy --help`` stays fast.
 
 Every :class:`~spoolproxy.errors.SpoolError` becomes one line on stderr
-(``spoolproxy: error: ...``) and its exit code; no traceback reaches the user.
+(``spoolproxy: error: ...``) and its exit code; no traceback reaches the user.  Output paths
+are written through :func:`~spoolproxy.cassettes.storage.atomic_write`, which raises
+:class:`~spoolproxy.errors.OutputError` (``cannot write PATH (reason); choose a writable
+path``); any other ``OSError`` that escapes a command is still one line (exit 2).
 """
 
 from __future__ import annotations
@@ -96,5 +99,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:  # a file-system failure no module turned into a SpoolError: still one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"spoolproxy: error: {where}{exc.strerror or exc}; check the path and its permissions", err=True)
+        sys.exit(2)
     else:
         sys.exit(rv if isinstance(rv, int) else 0)

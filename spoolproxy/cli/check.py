@@ -6,12 +6,13 @@ a run document (what ``spoolproxy show --json`` prints) and handed to every chec
 applies to it (by tags and hosts).  Prints one line per check and cassette (``--json``: one
 JSON object per cassette).  Exit status: 0 when every check passed, 1 when one failed,
 crashed or timed out, 2 for bad input (no check to run, an unknown ``--check``, a corrupt
-cassette unless ``--skip-bad``).
+cassette or a file named as PATH that is not a cassette, unless ``--skip-bad``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -42,6 +43,7 @@ def command(paths, names, command_line, function, timeout, as_json, config_path,
     from ..checks.spec import CheckSpec
     from ..detectors import analyze, build_transcript, load_detect_config
     from ..errors import CassetteError
+    from .detect import named_files
 
     cfg = load_detect_config(config_path)
     specs = _select(cfg.checks, names, command_line, function, CheckSpec)
@@ -49,15 +51,17 @@ def command(paths, names, command_line, function, timeout, as_json, config_path,
         specs = [s.model_copy(update={"timeout": timeout}) for s in specs]
     bare = cfg.model_copy(update={"checks": []})
     files = [str(f) for f in iter_paths(paths)]
+    named = named_files(paths)
     worst, corrupt = 0, 0
     for path in files:
         try:
             cas = load(path)
         except CassetteError as exc:
-            if skip_bad or str(exc.problem).startswith("not a cassette"):
+            # a file found in a directory may be something else; one named here must be a cassette
+            if skip_bad or (str(exc.problem).startswith("not a cassette") and os.path.normpath(path) not in named):
                 click.echo(f"spoolproxy: warning: skipped {exc}", err=True)
                 continue
-            click.echo(f"spoolproxy: error: {exc}", err=True)
+            click.echo(f"spoolproxy: error: {exc}; fix or remove it, or pass --skip-bad", err=True)
             corrupt += 1
             continue
         t = build_transcript(cas, bare)
@@ -73,7 +77,9 @@ def command(paths, names, command_line, function, timeout, as_json, config_path,
         else:
             _print(path, results, skipped)
     if corrupt:
-        click.echo(f"spoolproxy: error: {corrupt} corrupt cassette(s); fix or remove them, or pass --skip-bad", err=True)
+        if corrupt > 1:  # one bad file already has its one error line
+            click.echo(f"spoolproxy: error: {corrupt} corrupt cassettes (listed above); fix or remove them, "
+                       "or pass --skip-bad", err=True)
         raise SystemExit(2)
     raise SystemExit(worst)
 

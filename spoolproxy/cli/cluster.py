@@ -15,12 +15,16 @@ written by ``detect --parquet`` (clustered without re-reading a cassette); ``--e
 runs the per-cassette work on a Dask cluster and ``--parquet OUT`` keeps its rows (see
 ``spoolproxy detect``).  Suites are read by the local engine only.
 
-Exit status 0; 2 for a missing path or a bad option.
+A file found in a directory that is not a readable cassette or case gets a warning and is
+left out (spoolproxy's own side files, such as ``<stem>.verify.json``, silently).  Exit
+status 0; 2 for a missing path, a file named as PATH that is not a readable cassette or
+case (empty, truncated, garbage), or a bad option.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -41,8 +45,17 @@ def command(paths, triage, as_json: bool, top: int | None, verbose: bool, scale)
     root cause, biggest first."""
     red = triage.redactor()
     if scale.wanted(paths):
-        runs = scale.runs(paths, triage.detect_config(), tags=triage.tags,
-                          on_skip=lambda p, why: click.echo(f"spoolproxy: warning: skipped {p}: {why}", err=True))
+        from ..errors import SpoolError
+        from .detect import named_files
+
+        named = named_files(paths)
+
+        def skip(p: str, why: str) -> None:
+            if os.path.normpath(p) in named:  # named on the command line: it must be a cassette
+                raise SpoolError(f"{p}: {why}; fix it or leave it out")
+            click.echo(f"spoolproxy: warning: skipped {p}: {why}", err=True)
+
+        runs = scale.runs(paths, triage.detect_config(), tags=triage.tags, on_skip=skip)
     else:
         runs = triage.collect(paths)
     result = triage.clustering(runs)

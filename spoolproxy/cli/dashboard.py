@@ -8,8 +8,11 @@ The page shows the pass rate per agent version over time, runs per day, failure 
 the top failure clusters and the latest ``spoolproxy test`` outcome of every case (read
 from ``SUITE/.runs/results.json`` of the suites found under PATH or given with
 ``--suite``), each linking to the run's own report, written under ``DIR/runs/``.  Charts
-are inline SVG; the pages have no script and load nothing.  Exit status 0; 2 for a missing
-path, a bad option or an output that cannot be written.
+are inline SVG; the pages have no script and load nothing.  A file found in a directory
+that is not a readable cassette or case gets a warning and is left out (spoolproxy's own
+side files, such as ``<stem>.verify.json``, silently); a file named as PATH must be one.
+Exit status 0; 2 for a missing path, a named file that is not a readable cassette or case,
+a bad option or an output that cannot be written.
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ def command(paths, findings, storage_options, output: Path, suites, version_tag,
         paths, output, tags=triage.tags, config=triage.detect_config(), runs=runs,
         version_tag=version_tag or triage.triage_config().version_tag, embedder=triage.embedder(),
         threshold=triage.cut(), suites=list(suites), redactor=triage.redactor(), title=title,
-        run_reports=not no_run_reports, on_skip=lambda p, why: skipped.append(f"spoolproxy: warning: skipped {p}: {why}"))
+        run_reports=not no_run_reports, on_skip=lambda p, why: skipped.append(f"spoolproxy: warning: skipped {p}: {why}"),
+        strict=True)
     for line in skipped[:20]:
         click.echo(line, err=True)
     if len(skipped) > 20:

@@ -1,10 +1,13 @@
 """``spoolproxy detect PATH...``: flag failing agent runs in cassettes, with evidence.
 
 PATH is a cassette file or a directory (searched recursively for ``*.yaml``/``*.yml``/
-``*.json``).  A file that is not a cassette (a YAML/JSON mapping without ``interactions``:
-``expected.yaml`` beside a case, a config file) gets a one-line warning on stderr and is
-skipped.  A corrupt cassette (invalid YAML, truncated, wrong version, binary garbage, a
-malformed interaction) gets one ``spoolproxy: error: PATH[:LINE]: ...`` line on stderr (and
+``*.json``).  A file found in a directory that is not a cassette (a YAML/JSON mapping
+without ``interactions``: ``expected.yaml`` beside a case, a config file, an empty file)
+gets a one-line warning on stderr and is skipped; spoolproxy's own side files there
+(``<stem>.verify.json``, ``<stem>.diagnosis.json``, ``<stem>.fix-N.yaml``, ``baseline.json``)
+are skipped silently.  A corrupt cassette (invalid YAML, truncated, wrong version, binary
+garbage, a malformed interaction), and any file named on the command line that is not a
+readable cassette, gets one ``spoolproxy: error: PATH[:LINE]: ...`` line on stderr (and
 with ``--json`` a ``{"cassette", "verdict": "error", "error"}`` line); the other files are
 still analysed and the exit status is 2 at the end, unless ``--skip-bad``.
 
@@ -39,7 +42,7 @@ spoolproxy.toml (``--config`` to name the file).
 from __future__ import annotations
 
 import json
-import re
+import os
 import sys
 
 import click
@@ -54,10 +57,7 @@ STYLE = {"info": "dim", "warn": "yellow", "error": "bold red", "critical": "bold
 
 
 #: the loader's problem text for a mapping without ``interactions``: "not a cassette", not corrupt
-NOT_A_CASSETTE = "not a cassette: no 'interactions' key"
-#: files the judge and verify write beside a run: skipped without a warning
-SIDE_FILE = re.compile(r"\.(diagnosis|verify)\.json$|\.fix-\d+\.yaml$")
-
+NOT_A_CASSETTE = "not a cassette:"
 
 def is_not_a_cassette(exc: CassetteError) -> bool:
     """True when ``exc`` says the file is a YAML/JSON mapping without ``interactions`` (an
@@ -68,22 +68,25 @@ def is_not_a_cassette(exc: CassetteError) -> bool:
 def _one(path: str, cfg) -> tuple[str, str | None, dict | None, int]:
     """Load and analyze one file: (path, problem or None, report as a dict, interactions).
 
-    ``problem`` is ``"skip:" + warning line`` for a file that is not a cassette, or
-    ``"error:" + error line`` for a corrupt cassette.  Top-level so that ``--jobs`` worker
-    processes can run it."""
+    ``problem`` is ``"skip:" + PATH: why`` for a file that is not a cassette, or
+    ``"error:" + PATH[:LINE]: why`` for a corrupt cassette.  Top-level so that ``--jobs``
+    worker processes can run it."""
     from ..detectors import analyze
 
     try:
         cas = load(path)
     except CassetteError as exc:
-        if is_not_a_cassette(exc):
-            if SIDE_FILE.search(str(path)):
-                return path, "quiet:", None, 0
-            return path, f"skip:spoolproxy: warning: skipped {exc}", None, 0
-        return path, f"error:{exc}", None, 0
+        return path, f"{'skip' if is_not_a_cassette(exc) else 'error'}:{exc}", None, 0
     report = analyze(cas, cfg)
     report.cassette = str(path)
     return path, None, report.model_dump(mode="json"), len(cas.interactions)
+
+
+def named_files(paths) -> set[str]:
+    """The files (not directories) named on the command line, normalised: each must be a
+    readable cassette, unlike files found by walking a directory, which may be skipped."""
+    return {os.path.normpath(p) for p in paths if ("://" in p and p.endswith((".yaml", ".yml", ".json")))
+            or ("://" not in p and os.path.isfile(p))}
 
 
 def _results(files: list[str], cfg, jobs: int):
@@ -104,7 +107,7 @@ def _scale_results(paths, cfg, jobs: int, scale):
 
     for row in scale.rows(paths, cfg, jobs=jobs):
         if row["verdict"] == SKIP:
-            yield row["cassette"], f"skip:spoolproxy: warning: skipped {row['error']}", None, 0
+            yield row["cassette"], f"skip:{row['error']}", None, 0
         elif row["verdict"] == ERROR:
             yield row["cassette"], f"error:{row['error']}", None, 0
         else:
@@ -132,8 +135,6 @@ def _scale_results(paths, cfg, jobs: int, scale):
 def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_severity: str, jobs: int,
             config_path: str | None, skip_bad: bool, scale, judge: bool, judge_flags: dict) -> None:
     """Flag failing agent runs in cassettes (files, directories, store URLs), with evidence."""
-    import os
-
     from ..detectors import SEVERITY_RANK, Report, load_detect_config
 
     cfg = load_detect_config(config_path)
@@ -161,17 +162,20 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
         console = Console(highlight=False, soft_wrap=True)
     worst = -1
     counts = {"pass": 0, "fail": 0, "skipped": 0, "corrupt": 0}
+    named = named_files(paths)
     for path, problem, doc, n in results:
         if problem is not None:
             kind, _, text = problem.partition(":")
-            if kind == "quiet":
-                continue
+            not_a_cassette = kind == "skip"
+            if not_a_cassette and os.path.normpath(path) in named:
+                kind = "error"  # named on the command line: it must be a cassette (a CI gate must not pass on it)
             if kind == "skip" or skip_bad:
-                click.echo(text if kind == "skip" else f"spoolproxy: warning: skipped corrupt cassette {text}", err=True)
+                click.echo(f"spoolproxy: warning: skipped {'' if not_a_cassette else 'corrupt cassette '}{text}",
+                           err=True)
                 counts["skipped"] += 1
                 continue
             counts["corrupt"] += 1
-            click.echo(f"spoolproxy: error: {text}", err=True)
+            click.echo(f"spoolproxy: error: {text}; fix or remove it, or pass --skip-bad", err=True)
             if as_json:
                 sys.stdout.write(json.dumps({"cassette": path, "verdict": "error", "error": text}, ensure_ascii=False) + "\n")
             continue
@@ -192,8 +196,9 @@ def command(paths: tuple[str, ...], as_json: bool, fail_on: str | None, min_seve
     for hint in _journal_hints([p for p in paths if "://" not in p]):
         click.echo(hint, err=True)
     if counts["corrupt"]:
-        click.echo(f"spoolproxy: error: {counts['corrupt']} corrupt cassette{'s' if counts['corrupt'] != 1 else ''}; "
-                   "fix or remove them, or pass --skip-bad", err=True)
+        if counts["corrupt"] > 1:  # one bad file already has its one error line
+            click.echo(f"spoolproxy: error: {counts['corrupt']} corrupt cassettes (listed above); "
+                       "fix or remove them, or pass --skip-bad", err=True)
         raise SystemExit(2)
     if fail_on is not None and worst >= SEVERITY_RANK[fail_on]:
         raise SystemExit(1)

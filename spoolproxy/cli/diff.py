@@ -116,8 +116,8 @@ def render(d, show_all: bool = False) -> None:
     console.print(table)
     sources = sorted({*ta.price_sources, *tb.price_sources})
     if sources:
-        console.print(f"prices: {escape(', '.join(sources))} (USD per 1M tokens; [prices] in spoolproxy.toml "
-                      "overrides)", highlight=False)
+        console.print(f"prices: {escape(', '.join(sources))} (USD per 1M tokens; " + escape("[prices]")
+                      + " in spoolproxy.toml overrides)", highlight=False)
     for label, items in (("new in A", d.new_findings), ("gone from B", d.gone_findings)):
         if items:
             console.print(f"findings {label}: {escape(', '.join(items))}", highlight=False)
@@ -130,7 +130,7 @@ def render(d, show_all: bool = False) -> None:
             steps.add_row("…", "…", "[dim]identical steps folded (--all shows them)[/]", "")
             continue
         steps.add_row("-" if s.a is None else str(s.a), "-" if s.b is None else str(s.b),
-                      f"[{STATUS_STYLE[s.status]}]{STATUS_TEXT[s.status]}[/]", escape(s.what), s.source or "")
+                      f"[{STATUS_STYLE[s.status]}]{STATUS_TEXT[s.status]}[/]", escape(s.what), escape(s.source or ""))
     console.print(steps)
     div = d.first_divergence
     if div is None:

@@ -90,11 +90,7 @@ def command(cassette: Path, fmt: str, capture_content: bool, out: str) -> None:
     target = Path(out)
     if not plain:
         copy_side_files(cas, target)
-    try:
-        save(cas, target, plain=plain)
-    except CassetteError as exc:  # storage's message names --cassette; this command's option is -o
-        problem = str(exc.problem).replace("choose a writable --cassette path", "choose a writable -o/--output path")
-        raise CassetteError(exc.path, problem) from None
+    save(cas, target, plain=plain)
     kept = [i for i in cas.interactions if i.response is not None] if plain else cas.interactions
     note = ""
     if len(kept) != len(cas.interactions):
@@ -117,11 +113,7 @@ def _export_otel(cas: Cassette, capture_content: bool, out: str) -> None:
         sys.stdout.write(text)
         return
     target = Path(out)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, text)
-    except OSError as exc:
-        raise CassetteError(target, f"cannot write: {exc.strerror}; choose a writable -o/--output path") from None
+    atomic_write(target, text)
     n = len(doc["resourceSpans"][0]["scopeSpans"][0]["spans"])
     click.echo(f"spoolproxy export: wrote {n} spans of 1 trace to {target} (OTLP JSON"
                f"{', with message content' if capture_content else ''})", err=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from ..cassettes.redact import Redactor
-from ..cassettes.storage import save
+from ..cassettes.storage import ensure_dir, save
 from ..config import section
 from ..errors import CassetteError, UsageError
 from ..interop import FORMATS, import_file
@@ -50,6 +50,8 @@ def command(files: tuple[Path, ...], out: Path, fmt: str, split: str, force: boo
                 raise CassetteError(target, "exists; pass --force to overwrite it or choose another -o directory")
             taken.add(target)
             planned.append((f, target, run))
+    if planned:
+        ensure_dir(out)  # one error for an unwritable -o, before any file is written
     for f, target, run in planned:
         save(run.cassette, target)
         click.echo(f"spoolproxy import: {f} -> {target} ({len(run.cassette)} interactions)", err=True)

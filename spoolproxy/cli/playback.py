@@ -183,6 +183,7 @@ def serve(proxy: ProxySettings, cassettes=(), match=None, strict=None, allow_rep
         raise UsageError("give --live-out PATH or --write-back, not both")
     strict = bool(strict if strict is not None else t.strict)
     report_path = report_path or t.report
+    _check_outputs(cfg, report_path)
     session = PlaybackSession(cfg)  # loads every cassette: a corrupt one stops here (exit 2)
     say = (lambda s: None) if proxy.quiet else (lambda s: click.echo(s, err=True))
     for line in session.skipped:
@@ -297,14 +298,35 @@ def _finish(recorder, runner, code, session, cfg, report_path, proxy, say, redac
         add_blocked(report, isolation.attempts)
     if cfg.live:
         report.unused = [u for u in report.unused if not session.is_live(u.uri)]
-    if report_path:
-        report.write(report_path, redactor)
     if proxy.quiet:
         if not report.clean:
             click.echo(report.summary_line(), err=True)
     else:
         click.echo(redactor.text(report.render()), err=True)
+    if cfg.diff_dir and session.explainer.write_error:
+        click.echo(f"spoolproxy: warning: --diff-dir {cfg.diff_dir}: some difference files could not be written "
+                   f"({session.explainer.write_error}); the report above has the differences it keeps", err=True)
+    if report_path:  # after printing: an unwritable path still leaves the report on the terminal
+        report.write(report_path, redactor)
     return report
+
+
+def _check_outputs(cfg, report_path) -> None:
+    """Before anything runs: an unwritable ``--report`` is an error (OutputError); an
+    unwritable ``--diff-dir`` gets one warning line naming it and is dropped (playback
+    itself does not need it).  Neither directory is created here."""
+    from ..cassettes.storage import check_output_file
+    from ..errors import OutputError
+
+    if report_path:
+        check_output_file(report_path)
+    if cfg.diff_dir:
+        try:
+            check_output_file(Path(cfg.diff_dir) / "00000-diff.json")
+        except OutputError as exc:
+            click.echo(f"spoolproxy: warning: --diff-dir {cfg.diff_dir}: cannot write there ({exc.reason}); "
+                       "no difference files will be written (choose a writable directory)", err=True)
+            cfg.diff_dir = None
 
 
 def _warn_unmatched_live(globs, session) -> None:

@@ -36,7 +36,9 @@ def cassette_for_journal(journal: Path) -> Path:
 def targets(path: Path) -> list[Path]:
     """Cassette paths to recover for *path* (a cassette, a journal or a directory).
 
-    Raises SpoolError (exit 1) when there is no journal to recover.
+    Raises SpoolError: exit 1 when there is no journal to recover (a cassette whose
+    recording finished cleanly, a directory without journals), exit 2 when ``path`` names
+    nothing at all (a typo).
     """
     if path.is_dir():
         found = [cassette_for_journal(j) for j in sorted(path.rglob(f".*{JOURNAL_SUFFIX}"))]
@@ -45,12 +47,16 @@ def targets(path: Path) -> list[Path]:
         return found
     if path.name.startswith(".") and path.name.endswith(JOURNAL_SUFFIX):
         if not path.exists():
-            raise SpoolError(f"{path}: no such journal; nothing to recover", exit_code=1)
+            raise SpoolError(f"{path}: no such journal; check the path (journals sit beside their cassette as "
+                             f".NAME{JOURNAL_SUFFIX}; 'ls -a' shows them)", exit_code=2)
         return [cassette_for_journal(path)]
     if not journal_path(path).exists():
-        state = "the recording finished cleanly" if path.exists() else "no recording was started with this --cassette"
-        raise SpoolError(f"{path}: no journal {journal_path(path).name} beside it ({state}); nothing to recover",
-                         exit_code=1)
+        if not path.exists():
+            raise SpoolError(f"{path}: no such cassette or directory, and no journal {journal_path(path).name} beside "
+                             "it; check the path (give the --cassette path of the interrupted recording, its journal "
+                             "or a directory)", exit_code=2)
+        raise SpoolError(f"{path}: no journal {journal_path(path).name} beside it (the recording finished cleanly); "
+                         "nothing to recover", exit_code=1)
     return [path]
 
 

@@ -67,8 +67,9 @@ class ScaleSettings:
         out = []
         for row in self.rows(paths, config):
             if row["verdict"] in (ERROR, SKIP):
-                if on_skip is not None:
-                    on_skip(row["cassette"], row["error"] or row["verdict"])
+                if on_skip is not None:  # the error names the file already: give just why
+                    why = str(row["error"] or row["verdict"])
+                    on_skip(row["cassette"], why.removeprefix(f"{row['cassette']}: "))
                 continue
             run = row_run(row)
             if matches(run.tags, tags or {}):

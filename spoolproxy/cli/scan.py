@@ -78,7 +78,7 @@ def classify(paths: Iterable[str | Path]) -> Iterator[tuple[str, Path]]:
                         if f.is_file():
                             yield "side", f
         elif not p.exists():
-            raise CassetteError(p, "no such file or directory")
+            raise CassetteError(p, "no such file or directory; check the path")
         elif p.name.endswith(JOURNAL_SUFFIX):
             yield "journal", p
         elif _in_side_dir(p):

@@ -147,30 +147,38 @@ def _render(t, report, name: str, width: int | None, extra: dict | None = None) 
         for i in f.interactions:
             by_step.setdefault(i, []).append(f)
     table = Table(title=escape(name), box=None, header_style="bold", pad_edge=False)
+    who_width = max(18, min(34, console.width // 4))
     rows = []
     for s in t.steps:
         who = f"{s.llm.provider}/{s.llm.model or '?'}" if s.llm else s.host
+        if s.llm and len(who) > who_width and s.llm.model and len(s.llm.model) <= who_width:
+            who = s.llm.model  # the whole model name says more than a cut provider/model
         tokens = tokens_cell(s)
         reported = s.llm is not None and (s.llm.usage.input_tokens is not None or s.llm.usage.output_tokens is not None)
         cost = usd(s.llm.cost_usd) if reported else ""
         ms = f"{s.duration_ms:.0f}" if s.duration_ms is not None else ""
         fs = [(f"{MARK[f.severity]}{f.kind}", STYLE[f.severity]) for f in by_step.get(s.index, [])]
         rows.append((str(s.index), s.kind, escape(who), escape(summary(s)), tokens, cost, ms, fs))
-    longest_finding = max((len(label) for r in rows for label, _ in r[7]), default=8)
     # identifiers (model names, hosts, numbers, finding kinds) never wrap mid-word: too long ->
     # ellipsis; the summary column takes the remaining width and wraps.  Empty columns (no
     # tokens, no per-request clock in vcrpy cassettes, no findings) are left out.
     columns = (("#", {"justify": "right", "no_wrap": True}), ("kind", {"no_wrap": True}),
-               ("who", {"no_wrap": True, "overflow": "ellipsis", "max_width": max(18, min(34, console.width // 4))}),
-               ("summary", {"overflow": "fold", "ratio": 1, "min_width": 20}),
+               ("who", {"no_wrap": True, "overflow": "ellipsis", "max_width": who_width}),
+               ("summary", {"overflow": "fold", "ratio": 1, "min_width": SUMMARY_MIN}),
                ("tokens", {"justify": "right", "no_wrap": True}), ("cost", {"justify": "right", "no_wrap": True}),
                ("ms", {"justify": "right", "no_wrap": True}),
-               ("findings", {"no_wrap": True, "overflow": "ellipsis", "min_width": min(longest_finding, 23)}))
+               ("findings", {"no_wrap": True}))
     keep = [i for i in range(len(columns)) if i < 4 or any(r[i] for r in rows)]
+    inline = 7 in keep and _findings_inline(rows, keep, [c[0] for c in columns], who_width, console.width)
+    if inline:  # too narrow for a findings column: each step's findings go under its summary, whole
+        keep.remove(7)
     for i in keep:
         table.add_column(columns[i][0], **columns[i][1])
     for r in rows:
-        cells = [*r[:7], "\n".join(f"[{style}]{label}[/]" for label, style in r[7])]
+        marks = [f"[{style}]{label}[/]" for label, style in r[7]]
+        cells = [*r[:7], "\n".join(marks)]
+        if inline and marks:
+            cells[3] = "\n".join([r[3], *marks])
         table.add_row(*(cells[i] for i in keep))
     console.print(table)
     fa = t.final_answer
@@ -195,6 +203,26 @@ def _render(t, report, name: str, width: int | None, extra: dict | None = None) 
         for e in f.evidence:
             where, quote = evidence_text(e, 140)
             console.print(f"        [dim]{where} {escape(e.path)}:[/] [cyan]{escape(quote)}[/]")
+
+
+#: the narrowest the summary column gets before the findings move under it
+SUMMARY_MIN = 20
+
+
+def _findings_inline(rows, keep: list[int], headers: list[str], who_width: int, width: int) -> bool:
+    """True when the findings column, at the width of its longest kind name, does not fit
+    beside the other columns (at their natural widths, ``who`` at most ``who_width`` and the
+    summary at least :data:`SUMMARY_MIN`) in ``width`` terminal columns."""
+    def natural(i: int) -> int:
+        if i == 3:
+            return SUMMARY_MIN
+        longest = max((len(line) for r in rows for line in (
+            [label for label, _ in r[7]] if i == 7 else str(r[i]).splitlines() or [""])), default=0)
+        n = max(len(headers[i]), longest)
+        return min(n, who_width) if i == 2 else n
+
+    padding = 2 * (len(keep) - 1)  # one space each side of every column but the outer edges
+    return sum(natural(i) for i in keep) + padding > width
 
 
 def cost_line(t) -> str:

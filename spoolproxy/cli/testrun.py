@@ -33,7 +33,6 @@ on top of the project's ``[playback]`` table and each case's ``match_options``.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -180,16 +179,16 @@ def parse_rate(value: str | None) -> float | None:
 
 
 def check_output(path: Path, flag: str) -> None:
-    """Raise SpoolError (exit 2) unless a report file can be written at ``path``: its directory
-    exists and is writable, and ``path`` is not a directory.  Called before any case runs."""
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise SpoolError(f"{flag} {path}: is a directory; give a file name", exit_code=2)
-    if not parent.is_dir():
-        raise SpoolError(f"{flag} {path}: directory {parent} does not exist; create it or choose another path",
-                         exit_code=2)
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise SpoolError(f"{flag} {path}: not writable; choose another path", exit_code=2)
+    """Raise SpoolError (exit 2) unless a report file can be written at ``path`` (a file can
+    really be created in its directory, or the nearest existing one: see
+    :func:`~spoolproxy.cassettes.storage.check_output_file`).  Called before any case runs."""
+    from ..cassettes.storage import check_output_file
+    from ..errors import OutputError
+
+    try:
+        check_output_file(path)
+    except OutputError as exc:
+        raise SpoolError(f"{flag}: {exc}", exit_code=2) from None
 
 
 def _check_matching(normalize, ignore_json_path) -> None:
@@ -215,16 +214,16 @@ def _print_table(results, verbose: bool, show_runs: bool = False) -> None:
         outcome = r.outcome or "skipped"
         mark = " REGRESSION" if r.regression else ""
         runs = [_runs(r)] if show_runs else []
-        table.add_row(r.name, f"[{STYLE[r.outcome]}]{outcome}[/]{mark}", *runs, r.baseline or "-", _escape(r.explanation))
+        table.add_row(_escape(r.name), f"[{STYLE[r.outcome]}]{outcome}[/]{mark}", *runs, r.baseline or "-", _escape(r.explanation))
     console.print(table)
     for r in results:
         show = verbose or r.outcome in ("unreplayable", "fails_differently", "error")
         if show and (r.details or r.artifact):
-            console.print(f"[bold]{r.name}[/] ({r.outcome or 'skipped'})", highlight=False)
+            console.print(f"[bold]{_escape(r.name)}[/] ({r.outcome or 'skipped'})", highlight=False)
             for line in r.details:
                 console.print("  " + _escape(line), highlight=False)
             if r.artifact:
-                console.print(f"  artifact run: {r.artifact}", highlight=False)
+                console.print(f"  artifact run: {_escape(str(r.artifact))}", highlight=False)
 
 
 def _runs(r) -> str:

@@ -47,14 +47,16 @@ class TriageSettings:
         return self.threshold if self.threshold is not None else self.triage_config().threshold
 
     def collect(self, paths, echo_skip: bool = True):
-        """The runs under ``paths`` matching the tag filters; skipped files get one warning line each."""
+        """The runs under ``paths`` matching the tag filters; skipped files (found in a
+        directory) get one warning line each, and a file named in ``paths`` that is not a
+        readable cassette or case raises CassetteError."""
         from ..triage.runs import collect_runs
 
         def skip(path, why):
             if echo_skip:
                 click.echo(f"spoolproxy: warning: skipped {path}: {why}", err=True)
 
-        return collect_runs(paths, tags=self.tags, config=self.detect_config(), on_skip=skip)
+        return collect_runs(paths, tags=self.tags, config=self.detect_config(), on_skip=skip, strict=True)
 
     def clustering(self, runs):
         from ..triage.clustering import cluster

@@ -70,6 +70,7 @@ def command(target, patch_files, system_append, tool_results, routes, k, no_cont
       spoolproxy verify run.yaml --system-append "Stop after two lookups." -k 3 --max-llm-calls 8 --circuit-breaker
     """
     from ..cassettes.redact import Redactor
+    from ..cassettes.storage import ensure_dir
     from ..config import find_config, section
     from ..detectors import load_detect_config
     from ..fix.runner import ForkEngine
@@ -92,6 +93,7 @@ def command(target, patch_files, system_append, tool_results, routes, k, no_cont
     if out_dir is None:
         out_dir = (subject.case_path.parent / ".runs" / subject.name if subject.case_path is not None
                    else subject.cassette.parent / ".runs" / subject.name) / f"verify-{stamp}"
+    ensure_dir(out_dir)  # an unwritable --out fails now, not after the first trial
     config_path = find_config(subject.root) if subject.root else find_config()
     redactor = Redactor.from_config(section("redact", config_path))
     detect_config = load_detect_config(config_path)
@@ -240,7 +242,7 @@ def render(v) -> None:
         spent = f"{usd(v.cost_usd)} + calls of models with no price (not counted; see [prices])"
     else:
         spent = usd(v.cost_usd)
-    console.print(f"cost of live model calls: {spent}{budget}", highlight=False)
+    console.print(f"cost of live model calls: {_esc(spent + budget)}", highlight=False)  # '[prices]' is text
     if v.stopped:
         console.print(f"[yellow]stopped early: {_esc(v.stopped)}[/]")
     style = VERDICT_STYLE.get(v.verdict or "", "")

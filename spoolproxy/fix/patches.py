@@ -402,16 +402,33 @@ def _first_error(exc: ValidationError, data: list) -> str:
     if err["type"] == "extra_forbidden":
         msg = f"unknown field (a {data[n].get('kind')} patch has: {', '.join(_fields(data[n].get('kind')))})"
     elif err["type"] == "missing":
-        msg = "missing"
+        allowed = _choices(data[n].get("kind"), field)
+        msg = f"missing; give one of {', '.join(allowed)}" if allowed else "missing"
     return f"patch {n + 1} ({data[n].get('kind')}){' ' + field if field else ''}: {msg}"
 
 
-def _fields(kind: str | None) -> list[str]:
+def _model(kind: str | None) -> type[BaseModel] | None:
     for cls in (SystemPromptPatch, MessagePatch, ToolDescriptionPatch, ToolSchemaPatch, ModelParamsPatch,
                 ToolResultPatch, RouteToolPatch):
         if cls.model_fields["kind"].default == kind:
-            return [f.alias or name for name, f in cls.model_fields.items()]
-    return []
+            return cls
+    return None
+
+
+def _fields(kind: str | None) -> list[str]:
+    cls = _model(kind)
+    return [f.alias or name for name, f in cls.model_fields.items()] if cls else []
+
+
+def _choices(kind: str | None, field: str) -> list[str]:
+    """The values a ``Literal`` field of a ``kind`` patch allows (``op`` -> replace, append...); [] otherwise."""
+    import typing
+
+    cls = _model(kind)
+    info = cls.model_fields.get(field) if cls else None
+    if info is None or typing.get_origin(info.annotation) is not Literal:
+        return []
+    return [str(v) for v in typing.get_args(info.annotation)]
 
 
 def load_patches(path: str | Path) -> PatchSet:

@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 
 from ..cassettes import iter_paths
 from ..cassettes.model import Cassette
-from ..cassettes.storage import atomic_write
+from ..cassettes.storage import atomic_write, ensure_dir
 from ..errors import SpoolError, UsageError
 from ..replayer.fingerprint import MatchOptions
 from ..suite.model import Assertions, Case
@@ -244,7 +244,8 @@ def run_verification(subject: Subject, patches: PatchSet, k: int, *, engine: For
                      progress: ProgressFn | None = None, config=None,
                      guard_factory: Callable[[str], object] | None = None) -> Verification:
     """Run a verification (see the module docstring).  Raises SpoolError when the patch
-    applies nowhere in the failing run (give ``at``) or a cassette is unreadable."""
+    applies nowhere in the failing run (give ``at``) or a cassette is unreadable, OutputError
+    when ``out_dir`` cannot be written (before any trial runs)."""
     parent = load_parent(subject.cassette)
     if at is None:
         at = first_target(patches, parent)
@@ -253,7 +254,7 @@ def run_verification(subject: Subject, patches: PatchSet, k: int, *, engine: For
                              f"`spoolproxy fork {subject.cassette} --patch FILE --dry-run` or give --at N")
     regress = [r for r in (subject.regress if regress is None else regress)
                if r.cassette.resolve() != Path(subject.cassette).resolve()]
-    out_dir.mkdir(parents=True, exist_ok=True)
+    ensure_dir(out_dir)
     v = Verification(subject=subject.name, cassette=str(subject.cassette), patches=patches.describe(),
                      patch_files=patches.source, k=k, at=at, control=control, max_cost_usd=max_cost,
                      started_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat(), out_dir=str(out_dir))
@@ -308,7 +309,7 @@ def _one(subject: Subject, patches: PatchSet, arm: str, n: int, past: PastRun | 
                     argv=argv, cwd=cwd, out=out, options=subject.options, timeout_s=timeout_s, capture=True,
                     extra={"verify": {"arm": arm, "trial": n}})
     result = engine.run(spec, parent=spec_parent, guard=guard)
-    (out_dir / f"{arm}-{n}.log").write_text(engine.redactor.text(result.output), encoding="utf-8")
+    atomic_write(out_dir / f"{arm}-{n}.log", engine.redactor.text(result.output))
     j = judge_trial(result, assertions, parent_exit=exit0, config=config)
     if result.proxy_errors:
         j.outcome, j.reason = "errored", f"the proxy hit an internal error: {result.proxy_errors[0]}"

@@ -114,8 +114,5 @@ def store(cassette: str | Path, key: str, kind: str, result: dict[str, Any], red
     entries.append({"key": key, "kind": kind, "created": now(), "result": result})
     doc.update({"spoolproxy_judge": FORMAT, "cassette": Path(cassette).name, "entries": entries[-MAX_ENTRIES:]})
     text = (redactor or Redactor()).text(json.dumps(doc, ensure_ascii=False, indent=1))
-    try:
-        atomic_write(path, text + "\n")
-    except OSError as exc:
-        raise SpoolError(f"cannot write {path}: {exc.strerror or exc}; check the directory's permissions") from None
+    atomic_write(path, text + "\n")
     return path

@@ -22,7 +22,7 @@ from ..cassettes.redact import Redactor
 from ..cassettes.storage import atomic_write, load
 from ..detectors.evidence import EvidenceBuilder
 from ..detectors.models import Finding, Report, Transcript
-from ..errors import SpoolError, UsageError
+from ..errors import UsageError
 from . import cache
 from .client import Answer, ChatClient, JudgeSettings
 from .compact import DEFAULT_MAX_CHARS, Compacted, compact, cut
@@ -254,10 +254,7 @@ def write_fix_files(path: Path, fixes: Fixes, redactor: Redactor) -> list[Path]:
         f = cache.fix_file(path, p.rank or 1)
         doc: dict[str, Any] = {"patches": [p.patch], "rationale": p.rationale, "expected_effect": p.expected_effect,
                                "test_only": p.test_only, MARK: f"spoolproxy judge {fixes.model} ({fixes.prompt_version})"}
-        try:
-            atomic_write(f, redactor.text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)))
-        except OSError as exc:
-            raise SpoolError(f"cannot write {f}: {exc.strerror or exc}") from None
+        atomic_write(f, redactor.text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)))
         p.file = f.name
         out.append(f)
     for stale in path.parent.glob(f"{path.stem}.fix-*.yaml"):

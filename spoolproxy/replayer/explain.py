@@ -24,6 +24,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
+from ..errors import OutputError
 from .bodydiff import bounded_diff
 from .diff import MAX_CHANGES, Budget
 from .fingerprint import Normalized
@@ -45,7 +46,8 @@ DIFF_DIR_BUDGET_S = 10.0
 class Explainer:
     """Explains lookups on one daemon thread and writes the results into report entries.
 
-    ``diff_dir``: where to write the complete detail (None: nowhere).  Thread-safe.
+    ``diff_dir``: where to write the complete detail (None: nowhere); ``write_error`` is the
+    first reason it could not be written there (None: all written).  Thread-safe.
     """
 
     def __init__(self, diff_dir: str | Path | None = None, budget_s: float = BACKGROUND_BUDGET_S) -> None:
@@ -56,6 +58,7 @@ class Explainer:
         self._pending: set[Future] = set()
         self._kept = 0  # differences stored in reports so far
         self._files = 0
+        self.write_error: str | None = None
 
     def submit(self, index: Index, lookup: Lookup, outcome: RequestOutcome | None, lock: threading.Lock) -> Future:
         """Explain ``lookup`` in the background; ``outcome`` (the report entry) is updated
@@ -117,7 +120,12 @@ class Explainer:
             out.append(str(p))
             return out
         except OSError as exc:
-            logger.warning("spoolproxy: cannot write --diff-dir files: %s", exc)
+            with self._lock:
+                first = self.write_error is None
+                if first:
+                    self.write_error = OutputError.from_os(self.diff_dir, exc).reason
+            if first:
+                logger.warning("spoolproxy: cannot write --diff-dir files: %s", exc)
             return []
 
     @staticmethod

@@ -22,7 +22,6 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ..cassettes.storage import atomic_write
-from ..errors import SpoolError
 from .diff import Change
 
 Outcome = Literal["exact", "divergence", "miss", "optional", "live"]
@@ -194,7 +193,7 @@ class PlaybackReport(BaseModel):
         )
 
     def write(self, path: str | Path, redactor=None) -> Path:
-        """Write the report as JSON atomically.  Raises SpoolError when it cannot be written.
+        """Write the report as JSON atomically.  Raises OutputError when it cannot be written.
 
         Request data in the report was redacted before matching; ``redactor`` (a
         :class:`~spoolproxy.cassettes.redact.Redactor` that knows the run's secrets) is
@@ -204,9 +203,5 @@ class PlaybackReport(BaseModel):
         text = self.model_dump_json(indent=2)
         if redactor is not None:
             text = redactor.text(text)
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(p, text + "\n")
-        except OSError as exc:
-            raise SpoolError(f"cannot write report {p}: {exc.strerror}; choose another --report path") from None
+        atomic_write(p, text + "\n")
         return p

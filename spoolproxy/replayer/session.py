@@ -66,6 +66,9 @@ def load_cassettes(paths: Iterable[str | Path], *, skip_bad: bool = False, missi
         p = Path(raw)
         if missing_ok and not p.exists():
             continue
+        if not p.exists():
+            raise CassetteError(p, "no such cassette or directory; check the path, or record it first "
+                                   "(spoolproxy record -c PATH -- CMD)")
         files = list(iter_paths([p]))
         if p.is_dir() and not files:
             raise CassetteError(p, "directory holds no cassettes (*.yaml, *.yml, *.json)")

@@ -68,10 +68,13 @@ def parse_storage_options(items: Iterable[str]) -> dict[str, Any]:
 
 
 def is_cassette_key(key: str) -> bool:
-    """True when ``key`` names a cassette: a cassette suffix and no ``.``-part or
-    ``*.bodies`` directory on its path."""
+    """True when ``key`` names a cassette: a cassette suffix, not one of spoolproxy's side
+    files (``*.verify.json``..., see :func:`~spoolproxy.cassettes.storage.is_side_file`) and
+    no ``.``-part or ``*.bodies`` directory on its path."""
+    from ..cassettes.storage import is_side_file
+
     parts = key.split("/")
-    if not parts[-1].endswith(CASSETTE_SUFFIXES):
+    if not parts[-1].endswith(CASSETTE_SUFFIXES) or is_side_file(parts[-1]):
         return False
     return not any(p.startswith(".") or p.endswith(".bodies") for p in parts)
 

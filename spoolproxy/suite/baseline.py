@@ -42,13 +42,13 @@ def load_baseline(path: str | Path) -> dict[str, str]:
 
 
 def save_baseline(path: str | Path, results: Iterable[CaseResult], previous: dict[str, str] | None = None) -> Path:
-    """Write the outcomes of ``results`` (cases that ran) over ``previous``; returns the path."""
+    """Write the outcomes of ``results`` (cases that ran) over ``previous``; returns the path.
+    Raises OutputError when it cannot be written."""
     cases = dict(previous or {})
     for r in results:
         if r.outcome is not None:
             cases[r.name] = r.outcome
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(p, json.dumps({"version": VERSION, "cases": dict(sorted(cases.items()))}, indent=2) + "\n")
     return p
 

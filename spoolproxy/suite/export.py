@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cassettes import Cassette, load
+from ..cassettes.storage import atomic_write, ensure_dir
 from ..detectors.models import SEVERITY_RANK, Report
 from ..errors import SpoolError, UsageError
 from .files import project_root, save_case
@@ -167,11 +168,12 @@ GITIGNORE = ".runs/\n"
 
 
 def _ensure_suite_dir(suite_dir: Path) -> None:
-    """Create the suite directory with a ``.gitignore`` keeping ``.runs/`` (artifact runs) out of git."""
+    """Create the suite directory with a ``.gitignore`` keeping ``.runs/`` (artifact runs) out
+    of git.  Raises OutputError when it cannot be created."""
     if suite_dir.is_dir():
         return
-    suite_dir.mkdir(parents=True, exist_ok=True)
-    (suite_dir / ".gitignore").write_text("# artifact runs of `spoolproxy test`\n" + GITIGNORE, encoding="utf-8")
+    ensure_dir(suite_dir)
+    atomic_write(suite_dir / ".gitignore", "# artifact runs of `spoolproxy test`\n" + GITIGNORE)
 
 
 def _existing_cases(suite_dir: Path) -> dict[str, Path]:

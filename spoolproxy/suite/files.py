@@ -98,9 +98,9 @@ def dump_case(case: Case) -> str:
 
 
 def save_case(case: Case, path: str | Path, redactor: Redactor | None = None) -> Path:
-    """Write a case file atomically; key-shaped strings (e.g. in messages) are redacted."""
+    """Write a case file atomically; key-shaped strings (e.g. in messages) are redacted.
+    Raises OutputError when it cannot be written."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(p, (redactor or Redactor()).text(dump_case(case)))
     return p
 

@@ -72,8 +72,7 @@ def junit_xml(results: Sequence[CaseResult], suite_name: str = "spool", fail_und
 
 def write_junit(path: str | Path, results: Sequence[CaseResult], suite_name: str = "spool",
                 fail_under: float | None = None) -> Path:
-    """Write :func:`junit_xml` to ``path`` atomically."""
+    """Write :func:`junit_xml` to ``path`` atomically.  Raises OutputError when it cannot be written."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(p, junit_xml(results, suite_name, fail_under))
     return p

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from ..errors import OutputError
 from .outcome import CaseResult, pass_rate_line
 
 ICON = {"passes": "✅", "still_fails": "❌", "fails_differently": "⚠️", "unreplayable": "🔁", "error": "💥", None: "⏸️"}
@@ -53,9 +54,13 @@ def markdown_summary(results: Sequence[CaseResult], title: str = "spoolproxy tes
 
 
 def append_markdown(path: str | Path, results: Sequence[CaseResult], fail_under: float | None = None) -> Path:
-    """Append :func:`markdown_summary` to ``path`` (created when missing), as GitHub expects."""
+    """Append :func:`markdown_summary` to ``path`` (created when missing), as GitHub expects.
+    Raises OutputError when it cannot be written."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("a", encoding="utf-8") as fh:
-        fh.write(markdown_summary(results, fail_under=fail_under))
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with p.open("a", encoding="utf-8") as fh:
+            fh.write(markdown_summary(results, fail_under=fail_under))
+    except OSError as exc:
+        raise OutputError.from_os(p, exc) from None
     return p

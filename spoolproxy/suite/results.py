@@ -21,6 +21,7 @@ from typing import Iterable
 
 from ..cassettes.redact import Redactor
 from ..cassettes.storage import atomic_write
+from ..errors import OutputError
 from .outcome import CaseResult
 
 RESULTS_NAME = "results.json"
@@ -72,8 +73,7 @@ def record_results(suite_dir: str | Path, results: Iterable[CaseResult], *, now:
     doc.update(version=VERSION, suite=suite.name, updated_at=stamp)
     p = results_path(suite)
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(p, (redactor or Redactor()).text(json.dumps(doc, indent=2, ensure_ascii=False)) + "\n")
-    except OSError:
+    except OutputError:
         return None
     return p

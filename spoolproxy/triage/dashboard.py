@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..cassettes.redact import Redactor
-from ..cassettes.storage import atomic_write
-from ..errors import SpoolError
+from ..cassettes.storage import atomic_write, check_output_file
+from ..errors import OutputError, SpoolError
 from .clustering import Clustering, cluster
 from .runs import Run, collect_runs
 
@@ -116,18 +116,19 @@ def latest_outcomes(suites: Iterable[Path]) -> list[CaseOutcome]:
 def stats(paths: Iterable[str | Path], *, tags: dict[str, str] | None = None, config=None,
           version_tag: str = "version", embedder=None, threshold: float | None = None,
           suites: Iterable[Path] = (), on_skip: Callable[[Path, str], None] | None = None,
-          runs: Iterable[Run] = ()) -> Stats:
+          runs: Iterable[Run] = (), strict: bool = False) -> Stats:
     """The dashboard's numbers for the runs under ``paths`` (see :class:`Stats`).
 
     ``version_tag``: the tag read as the agent version (runs without it are grouped by git
     commit, else ``untagged``); ``suites``: suites whose test outcomes to show besides the
     ones found under ``paths``; ``runs``: runs read elsewhere (a findings table), added
-    when their tags match.  Raises CassetteError for a path that does not exist.
+    when their tags match; ``strict``: see :func:`.runs.collect_runs`.  Raises
+    CassetteError for a path that does not exist.
     """
     from .tags import matches
 
     paths = list(paths)
-    runs = collect_runs(paths, tags=tags, config=config, on_skip=on_skip) + \
+    runs = collect_runs(paths, tags=tags, config=config, on_skip=on_skip, strict=strict) + \
         [r for r in runs if matches(r.tags, tags or {})]
     s = Stats(runs=runs, version_tag=version_tag)
     by_version: dict[str, VersionStats] = {}
@@ -211,42 +212,41 @@ def write_dashboard(paths: Iterable[str | Path], out: str | Path, *, tags: dict[
                     version_tag: str = "version", embedder=None, threshold: float | None = None,
                     suites: Iterable[Path] = (), redactor: Redactor | None = None, title: str = "spoolproxy dashboard",
                     run_reports: bool = True, on_skip: Callable[[Path, str], None] | None = None,
-                    runs: Iterable[Run] = ()) -> tuple[Path, Stats]:
+                    runs: Iterable[Run] = (), strict: bool = False) -> tuple[Path, Stats]:
     """Write the dashboard to ``out`` (an ``.html`` file; its directory gets ``runs/`` with
     one report per run and per test artifact when ``run_reports``; ``runs`` as for
     :func:`stats`).  Returns ``(out, stats)``.
 
-    Raises SpoolError when the output cannot be written, CassetteError for a missing path.
+    Raises OutputError (checked first) when the output cannot be written, CassetteError for
+    a missing path (and, with ``strict``, a named file that is not a cassette or a case).
     """
     from .report import environment, write_report
 
     red = redactor or Redactor()
     target = Path(out)
+    check_output_file(target)  # before any run is read or any run report written
     s = stats(paths, tags=tags, config=config, version_tag=version_tag, embedder=embedder, threshold=threshold,
-              suites=suites, on_skip=on_skip, runs=runs)
+              suites=suites, on_skip=on_skip, runs=runs, strict=strict)
     links: dict[Path, str] = {}
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if run_reports:
-            back = {"dashboard": "../" + target.name}
-            todo = [(r.path, r.name) for r in s.runs if r.path is not None]
-            todo += [(t.artifact, f"{t.suite.name}/{t.name}/{t.artifact.name}") for t in s.tests if t.artifact]
-            for path, name in todo:
-                slug = run_slug(name)
-                try:
-                    write_report(path, target.parent / "runs" / slug, config=config, redactor=red, links=back,
-                                 title=name)
-                except SpoolError as exc:
-                    if on_skip:
-                        on_skip(path, f"no report: {exc}")
-                    continue
-                links[path] = "runs/" + slug
-        env = environment()
-        html = env.get_template("dashboard.html.j2").render(
-            title=title, s=s, charts=_charts(s), links=links, tags=tags or {},
-            generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
-        atomic_write(target, red.text(html))
-    except OSError as exc:
-        raise SpoolError(f"cannot write the dashboard to {target}: {exc.strerror or exc}; choose another -o path") \
-            from None
+    if run_reports:
+        back = {"dashboard": "../" + target.name}
+        todo = [(r.path, r.name) for r in s.runs if r.path is not None]
+        todo += [(t.artifact, f"{t.suite.name}/{t.name}/{t.artifact.name}") for t in s.tests if t.artifact]
+        for path, name in todo:
+            slug = run_slug(name)
+            try:
+                write_report(path, target.parent / "runs" / slug, config=config, redactor=red, links=back,
+                             title=name)
+            except OutputError:
+                raise  # runs/ cannot be written: one error, not a warning per run
+            except SpoolError as exc:
+                if on_skip:
+                    on_skip(path, f"no report: {exc}")
+                continue
+            links[path] = "runs/" + slug
+    env = environment()
+    html = env.get_template("dashboard.html.j2").render(
+        title=title, s=s, charts=_charts(s), links=links, tags=tags or {},
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    atomic_write(target, red.text(html))
     return target, s

@@ -167,16 +167,10 @@ def write_report(cassette: str | Path, out: str | Path, *, config=None, redactor
                  links: dict | None = None, title: str | None = None) -> Path:
     """Load ``cassette``, render it and write ``out`` atomically; returns ``out``.
 
-    Raises CassetteError for an unreadable cassette, SpoolError when ``out`` cannot be written.
+    Raises CassetteError for an unreadable cassette, OutputError when ``out`` cannot be written.
     """
-    from ..errors import SpoolError
-
     cas = load(cassette)
     html = render_report(cas, config=config, redactor=redactor, links=links, title=title)
     target = Path(out)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, html)
-    except OSError as exc:
-        raise SpoolError(f"cannot write {target}: {exc.strerror or exc}; choose another -o path") from None
+    atomic_write(target, html)
     return target

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ..cassettes.model import Cassette
-from ..cassettes.storage import CASSETTE_SUFFIXES, load
+from ..cassettes.storage import CASSETTE_SUFFIXES, is_side_file, load
 from ..detectors.models import Finding, Report, Transcript
 from ..errors import CassetteError, SpoolError
 from .normalize import FailureText, failure_text
@@ -130,12 +130,12 @@ def _files(raw: Path) -> Iterator[Path]:
         for f in sorted(raw.rglob("*")):
             rel = f.relative_to(raw).parts
             if f.suffix in CASSETTE_SUFFIXES and f.is_file() and not any(p.startswith(".") for p in rel):
-                if f.name != "baseline.json":
+                if not is_side_file(f):
                     yield f
     elif raw.exists():
         yield raw
     else:
-        raise CassetteError(raw, "no such file or directory")
+        raise CassetteError(raw, "no such file or directory; check the path")
 
 
 def _case_run(path: Path, config) -> Run | None:
@@ -163,11 +163,14 @@ def _case_run(path: Path, config) -> Run | None:
 
 
 def collect_runs(paths: Iterable[str | Path], *, tags: dict[str, str] | None = None, config=None,
-                 on_skip: Callable[[Path, str], None] | None = None) -> list[Run]:
+                 on_skip: Callable[[Path, str], None] | None = None, strict: bool = False) -> list[Run]:
     """Every run under ``paths`` (see the module docstring), in path order, keeping those
     whose tags match ``tags`` (``{key: glob}``, see :func:`.tags.matches`).
 
     ``config``: a :class:`~spoolproxy.detectors.DetectConfig` (None: the defaults).
+    ``strict``: a file named in ``paths`` itself (not found in a directory) that is neither
+    a readable cassette nor a suite case raises CassetteError instead of going to
+    ``on_skip`` (the command line's files; a directory's may be skipped).
     Raises CassetteError for a path that does not exist; nothing else stops the walk.
     """
     skip = on_skip or (lambda p, why: None)
@@ -175,6 +178,7 @@ def collect_runs(paths: Iterable[str | Path], *, tags: dict[str, str] | None = N
     order: list[Run] = []
     for raw in paths:
         base = Path(raw)
+        named = strict and not base.is_dir()
         for f in _files(base):
             try:
                 cas = load(f)
@@ -182,6 +186,9 @@ def collect_runs(paths: Iterable[str | Path], *, tags: dict[str, str] | None = N
                 if str(exc.problem).startswith("not a cassette"):
                     run = _case_run(f, config)
                     if run is None:
+                        if named:
+                            raise CassetteError(f, f"{exc.problem}, nor a suite case; pass a cassette, a case file "
+                                                   "or a directory") from None
                         skip(f, "neither a cassette nor a suite case")
                         continue
                     key = run.path or f.resolve()
@@ -190,8 +197,10 @@ def collect_runs(paths: Iterable[str | Path], *, tags: dict[str, str] | None = N
                         continue
                     by_path[key] = run
                     order.append(run)
+                elif named:
+                    raise CassetteError(f, f"{exc.problem}; fix it or leave it out", line=exc.line) from None
                 else:
-                    skip(f, str(exc))
+                    skip(f, f"{exc.problem}" if exc.line is None else f"line {exc.line}: {exc.problem}")
                 continue
             key = f.resolve()
             if key in by_path:
