@@ -92,7 +92,7 @@ def test_dashboard_filters_by_tag(project):
     out = project / "v15" / "index.html"
     proc = spoolproxy(project, "dashboard", "cassettes", "--tag", "version=1.5.*", "-o", str(out), "--no-run-reports")
     assert proc.returncode == 0, proc.stderr
-    assert "3 runs (0 failing) in 1 versions" in proc.stdout
+    assert "3 runs (0 failing) in 1 version," in proc.stdout
     assert not (out.parent / "runs").exists()
     assert "No failing run." in out.read_text()
 

@@ -69,10 +69,14 @@ def command(paths, findings, storage_options, output: Path, suites, version_tag,
         click.echo(f"spoolproxy: warning: ... {len(skipped) - 20} more files skipped", err=True)
     if stats.clustering and stats.clustering.note:
         click.echo(f"spoolproxy: note: {stats.clustering.note}", err=True)
-    n = len(stats.runs)
-    click.echo(f"wrote {out}: {n} runs ({stats.failing} failing) in {len(stats.versions)} versions, "
-               f"{len(stats.clustering.clusters) if stats.clustering else 0} clusters, "
-               f"{len(stats.tests)} test outcomes")
+    clusters = len(stats.clustering.clusters) if stats.clustering else 0
+    click.echo(f"wrote {out}: {_n(len(stats.runs), 'run')} ({stats.failing} failing) in "
+               f"{_n(len(stats.versions), 'version')}, {_n(clusters, 'cluster')}, "
+               f"{_n(len(stats.tests), 'test outcome')}")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _table_runs(tables, storage_options) -> list:
