@@ -163,8 +163,8 @@ class Demo:
 
         self.step("1. record the agent (v1) on four customer questions")
         self.say("the four recordings run side by side (one proxy each); their output is shown in order")
-        self.run_all([["spoolproxy", "record", "--cassette", f"cassettes/{name}.yaml", *self.routes(),
-                       "--", "python", "agent.py", *args] for name, args in TASKS.items()], ok=(0, 1))
+        self.run_all([["spoolproxy", "record", "--cassette", f"cassettes/{name}.yaml", "--tag", "version=v1",
+                       *self.routes(), "--", "python", "agent.py", *args] for name, args in TASKS.items()], ok=(0, 1))
 
         self.step("2. which runs failed, and why (verbatim evidence)")
         self.run(["spoolproxy", "detect", "cassettes/"], ok=(0, 1))
@@ -182,6 +182,8 @@ class Demo:
         self.step("6. ship the code fixes (v2) and try them: live model, tools replayed; pin the passing runs")
         self.say("the fix: see `diff examples/agent_v1.py examples/agent_v2.py`")
         self.run(["cp", str(HERE / "agent_v2.py"), "agent.py"], shown=["cp", "examples/agent_v2.py", "agent.py"])
+        self.env["SPOOLPROXY_TAGS"] = "version=v2"
+        self.say("runs from here on are tagged version=v2 (export SPOOLPROXY_TAGS=version=v2); the dashboard groups by it")
         self.run(["spoolproxy", "test", "--live", "model.example", *self.routes(shop_too=False), "--pin",
                   "--junit", "v2-live.xml"])
         self.expect(self.work / "v2-live.xml", {n: "passes" for n in FAILING})
@@ -195,6 +197,8 @@ class Demo:
         self.run(["spoolproxy", "test", "--update-baseline", "--junit", "report.xml", "--fail-on", "any"])
         self.expect(self.work / "report.xml", {n: "passes" for n in FAILING})
         self.run(["ls", "spool", "cassettes"])
+        self.say("the runs, clusters and test outcomes in one page (open it in a browser):")
+        self.run(["spoolproxy", "dashboard", "cassettes/", "spool/", "-o", "dashboard/index.html"])
 
     def prompt_fix(self) -> None:
         """Step 5: fork the HTML-502 run with a system-prompt patch, diff, verify, pin, apply."""

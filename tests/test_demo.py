@@ -36,7 +36,7 @@ def test_demo_runs_the_whole_loop_offline(tmp_path: Path) -> None:
                 "$ spoolproxy test --live model.example", "$ spoolproxy test --update-baseline",
                 "$ spoolproxy fork cassettes/stock-check.yaml --patch fixes/html-rule.yaml --dry-run",
                 "$ spoolproxy diff cassettes/stock-check.fork.yaml", "$ spoolproxy verify stock-check --patch",
-                "$ spoolproxy test --case stock-check"):
+                "$ spoolproxy test --case stock-check", "$ spoolproxy dashboard cassettes/ spool/"):
         assert cmd in out, cmd
     # the prompt fix: the fork passes, the diff shows why, verify gives a verdict and pins a run
     assert "first divergence: the requests differ" in out and "+A tool result that is an HTML page" in out
@@ -45,6 +45,8 @@ def test_demo_runs_the_whole_loop_offline(tmp_path: Path) -> None:
     assert "still_fails" in out and "pinned refund:" in out and "demo complete" in out
     assert "HTTP errors: 504 x1" in out  # the record summary of the refund run
     assert "Traceback" not in out + r.stderr
+    page = (work / "dashboard" / "index.html").read_text()  # v1 recorded, v2 tested: one pass-rate row each
+    assert ">v1<" in page and ">v2<" in page, "the dashboard lists both versions"
     # deterministic: the recordings equal the committed cassettes
     for name in ("order-status", "stock-check", "refund", "lost-order"):
         assert _exchange(work / "cassettes" / f"{name}.yaml") == _exchange(REPO / "cassettes" / f"{name}.yaml"), name
