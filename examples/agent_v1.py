@@ -95,7 +95,7 @@ def run(question: str, stream: bool = True) -> int:
     client = OpenAI(base_url=os.environ.get("OPENAI_BASE_URL", "http://model.example/v1"),
                     api_key=os.environ.get("OPENAI_API_KEY", "unused-by-the-scripted-model"), max_retries=0)
     messages: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
-    with httpx.Client(timeout=10) as http:
+    with httpx.Client(timeout=30) as http:  # generous: CI machines running tests side by side can be slow
         for _ in range(MAX_STEPS):  # BUG 3: no loop guard, only a step limit
             message = complete(client, messages, stream)
             messages.append(message)

@@ -96,7 +96,7 @@ def run(question: str, stream: bool = True) -> int:
                     api_key=os.environ.get("OPENAI_API_KEY", "unused-by-the-scripted-model"), max_retries=0)
     messages: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
     seen: set[str] = set()
-    with httpx.Client(timeout=10) as http:
+    with httpx.Client(timeout=30) as http:  # generous: CI machines running tests side by side can be slow
         for _ in range(MAX_STEPS):
             message = complete(client, messages, stream)
             messages.append(message)
