@@ -29,7 +29,6 @@ reach the guard.
 
 from __future__ import annotations
 
-import inspect
 from urllib.parse import urlsplit
 
 from mitmproxy import http
@@ -37,6 +36,7 @@ from mitmproxy import http
 from ..proxy.recorder import EXTRA_META, Recorder
 from ..replayer.addon import Playback, flow_request
 from ..replayer.control import CONTROL_HOST
+from ..replayer.pair import ServeAndRecord
 from ..replayer.session import Decision, PlaybackConfig
 from .session import LIVE_SOURCES, ForkDecision, ForkSession
 
@@ -67,14 +67,9 @@ class _Decided:
             self.fork.serve_failed(self.current.seq, reason)
 
 
-async def _call(hook, *args) -> None:
-    res = hook(*args)
-    if inspect.isawaitable(res):
-        await res
-
-
-class ForkAddon:
-    """mitmproxy addon running one fork at a time (see the module docstring).
+class ForkAddon(ServeAndRecord):
+    """mitmproxy addon running one fork at a time (see the module docstring); the hooks
+    other than ``request`` are :class:`~spoolproxy.replayer.pair.ServeAndRecord`'s.
 
     ``session`` / ``recorder`` may be None between runs: requests then get a 503 and
     nothing is recorded.  ``guard``: an optional GuardAddon for the current fork.
@@ -94,34 +89,7 @@ class ForkAddon:
         self.session, self.recorder, self.guard = session, recorder, guard
         self.shim.fork = session
 
-    # -- lifecycle -------------------------------------------------------------------------
-    def load(self, loader) -> None:
-        self.playback.load(loader)
-        if self.recorder is not None:
-            self.recorder.load(loader)
-
-    def configure(self, updated) -> None:
-        if self.recorder is not None:
-            self.recorder.configure(updated)
-
-    async def running(self) -> None:
-        await _call(self.playback.running)
-        if self.recorder is not None:
-            await _call(self.recorder.running)
-
-    async def done(self) -> None:
-        if self.recorder is not None:
-            await _call(self.recorder.done)
-        await _call(self.playback.done)
-
-    def server_connect(self, data) -> None:
-        self.playback.server_connect(data)
-
     # -- per flow ----------------------------------------------------------------------------
-    def requestheaders(self, flow: http.HTTPFlow) -> None:
-        if self.recorder is not None and flow.request.pretty_host != CONTROL_HOST:
-            self.recorder.requestheaders(flow)
-
     async def request(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None or flow.error is not None:
             return
@@ -161,16 +129,3 @@ class ForkAddon:
         elif d.playback is not None:
             self.shim.current = d  # the decision is made: Playback only carries it out
             await self.playback.carry_out(flow, d.playback)
-
-    def responseheaders(self, flow: http.HTTPFlow) -> None:
-        self.playback.responseheaders(flow)
-        if self.recorder is not None:
-            self.recorder.responseheaders(flow)
-
-    async def response(self, flow: http.HTTPFlow) -> None:
-        if self.recorder is not None:
-            await _call(self.recorder.response, flow)
-
-    async def error(self, flow: http.HTTPFlow) -> None:
-        if self.recorder is not None:
-            await _call(self.recorder.error, flow)

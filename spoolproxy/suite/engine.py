@@ -12,7 +12,6 @@ replayed stream as streamed, so chunk boundaries are recorded too.
 
 from __future__ import annotations
 
-import inspect
 import os
 import subprocess
 from dataclasses import dataclass
@@ -26,14 +25,15 @@ from ..proxy.child import child_env
 from ..proxy.recorder import Recorder
 from ..proxy.runner import ProxyRunner
 from ..replayer.addon import Playback
-from ..replayer.control import CONTROL_HOST
 from ..replayer.fingerprint import MatchOptions
+from ..replayer.pair import ServeAndRecord, call_hook
 from ..replayer.report import PlaybackReport
 from ..replayer.session import PlaybackConfig, PlaybackSession
 
 
-class PlayAndRecord:
-    """mitmproxy addon: ``playback`` serves, ``recorder`` records the whole exchange.
+class PlayAndRecord(ServeAndRecord):
+    """mitmproxy addon: ``playback`` serves, ``recorder`` records the whole exchange (the
+    hooks other than ``request`` are :class:`~spoolproxy.replayer.pair.ServeAndRecord`'s).
 
     ``recorder`` may be None (between runs of an :class:`Engine`): nothing is recorded then.
     """
@@ -42,62 +42,10 @@ class PlayAndRecord:
         self.playback = playback
         self.recorder = recorder
 
-    def load(self, loader) -> None:
-        self.playback.load(loader)
-        if self.recorder is not None:
-            self.recorder.load(loader)
-
-    def configure(self, updated) -> None:
-        self.playback.configure(updated)
-        if self.recorder is not None:
-            self.recorder.configure(updated)
-
-    async def running(self) -> None:
-        await _call(self.playback.running)
-        if self.recorder is not None:
-            await _call(self.recorder.running)
-
-    async def done(self) -> None:
-        if self.recorder is not None:
-            await _call(self.recorder.done)
-        await _call(self.playback.done)
-
-    def requestheaders(self, flow) -> None:
-        if self.recorder is not None and flow.request.pretty_host != CONTROL_HOST:
-            self.recorder.requestheaders(flow)
-
     async def request(self, flow) -> None:
         if self.recorder is not None:
             self.recorder.request(flow)
-        await _call(self.playback.request, flow)
-
-    def responseheaders(self, flow) -> None:
-        self.playback.responseheaders(flow)
-        if self.recorder is not None:
-            self.recorder.responseheaders(flow)
-
-    async def response(self, flow) -> None:
-        if self.recorder is not None:
-            await _call(self.recorder.response, flow)
-
-    async def error(self, flow) -> None:
-        if self.recorder is not None:
-            await _call(self.recorder.error, flow)
-
-    def websocket_message(self, flow) -> None:
-        if self.recorder is not None:
-            self.recorder.websocket_message(flow)
-
-    async def websocket_end(self, flow) -> None:
-        if self.recorder is not None:
-            await _call(self.recorder.websocket_end, flow)
-
-
-async def _call(hook, *args) -> None:
-    """Call a mitmproxy hook that may be sync or async."""
-    res = hook(*args)
-    if inspect.isawaitable(res):
-        await res
+        await call_hook(self.playback.request, flow)
 
 
 @dataclass
@@ -214,7 +162,7 @@ class Engine:
         await self.addon.playback.websockets.drain()  # WebSocket sessions amend the report when they end
         recorder, self.addon.recorder = self.addon.recorder, None
         if recorder is not None:
-            await _call(recorder.done)
+            await call_hook(recorder.done)
 
 
 def _run(argv: Sequence[str], cwd: Path, env: dict[str, str], timeout_s: float,
