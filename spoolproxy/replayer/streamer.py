@@ -63,29 +63,38 @@ def pieces(body: bytes, chunks: list[Chunk] | None) -> list[tuple[float, bytes]]
     return out
 
 
-class ReplayServer:
-    """Serves :class:`Job` s by token on ``127.0.0.1:port`` (ephemeral)."""
+class LoopbackServer:
+    """A server on ``127.0.0.1:port`` (ephemeral) that hands out registered jobs by token:
+    :meth:`submit` returns the request path (``path_prefix`` + token) that fetches one;
+    subclasses define ``_handle(reader, writer)``."""
+
+    path_prefix = "/_spoolproxy/"
 
     def __init__(self) -> None:
-        self.jobs: dict[str, Job] = {}
+        self.jobs: dict[str, object] = {}
         self._ids = itertools.count(1)
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
 
     async def start(self) -> None:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)  # type: ignore[attr-defined]
         self.port = self.server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        """Stop listening (connections already open go on)."""
         if self.server is not None:
             self.server.close()
             self.server = None
 
-    def submit(self, job: Job) -> str:
-        """Register a job; returns the request path that fetches it (``/_spoolproxy/N``)."""
+    def submit(self, job) -> str:
+        """Register a job; returns the request path that fetches it."""
         token = str(next(self._ids))
         self.jobs[token] = job
-        return f"/_spoolproxy/{token}"
+        return self.path_prefix + token
+
+
+class ReplayServer(LoopbackServer):
+    """Serves :class:`Job` s (recorded responses, chunk by chunk) at ``/_spoolproxy/N``."""
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -20,7 +20,6 @@ mitmproxy's event loop; wsproto does the framing.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from wsproto.events import (
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from ..cassettes.websocket import WsClose, WsMessage
+from .streamer import LoopbackServer
 from .websocket import Conversation, Step
 
 logger = logging.getLogger(__name__)
@@ -85,25 +85,18 @@ class WsJob:
                 logger.warning("spoolproxy: WebSocket report failed: %s", exc)
 
 
-class WsReplayServer:
+class WsReplayServer(LoopbackServer):
     """Serves :class:`WsJob` s by token on ``127.0.0.1:port`` (ephemeral)."""
 
-    def __init__(self) -> None:
-        self.jobs: dict[str, WsJob] = {}
-        self.active: set[WsJob] = set()
-        self._ids = itertools.count(1)
-        self.server: asyncio.base_events.Server | None = None
-        self.port = 0
+    path_prefix = PATH_PREFIX
 
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
+    def __init__(self) -> None:
+        super().__init__()
+        self.active: set[WsJob] = set()
 
     async def stop(self) -> None:
         """Stop listening, then :meth:`drain`."""
-        if self.server is not None:
-            self.server.close()
-            self.server = None
+        await super().stop()
         await self.drain()
 
     async def drain(self, timeout: float = DRAIN_S) -> None:
@@ -116,12 +109,6 @@ class WsReplayServer:
         for job in [*self.active, *self.jobs.values()]:
             job.end(None)
         self.jobs.clear()
-
-    def submit(self, job: WsJob) -> str:
-        """Register a job; returns the request path that fetches it."""
-        token = str(next(self._ids))
-        self.jobs[token] = job
-        return PATH_PREFIX + token
 
     # -- one connection ----------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
