@@ -23,14 +23,22 @@ ERRORS = ["Error: 500 internal", "ERROR: upstream weather service unreachable", 
           "Internal Server Error", "502 Bad Gateway", "HTTP/1.1 503 Service Unavailable\nretry later",
           "Error executing tool get_weather: connection reset", "An error occurred while fetching the forecast.",
           "[ERROR] forecast backend timed out after 30 s", "Fatal error: out of memory",
-          "Traceback (most recent call last):\n  File \"tool.py\", line 3, in run\nKeyError: 'Oz'"]
+          "Traceback (most recent call last):\n  File \"tool.py\", line 3, in run\nKeyError: 'Oz'",
+          # whole one-line results: an exception's text, "... failed", "Failed to ...: <error>"
+          "Request failed with status code 503", "TimeoutError: The read operation timed out",
+          "ConnectionError: HTTPSConnectionPool(host='weather.example', port=443): Max retries exceeded",
+          "Failed to fetch weather: 502 Bad Gateway", "Tool execution failed: KeyError('city')", "fetch failed"]
 HEALTHY = ["Error handling in Python: use try/except and log the exception.",
            "1. Error handling best practices - docs.python.org\n2. Exceptions tutorial",
            "TypeError: Cannot read properties of undefined - Stack Overflow\nAnswer: check the object first.",
            "Internal Server Error: what it means and how to fix it (MDN)",
            "No errors found. 0 errors, 2 warnings.", "500 - 20 = 480", "500",
            "Sunny, 24 °C. The error margin of the forecast is 1 °C.",
-           "Exception handling in Java is covered in chapter 7.", "Gateway timeout settings: proxy_read_timeout 60s"]
+           "Exception handling in Java is covered in chapter 7.", "Gateway timeout settings: proxy_read_timeout 60s",
+           "TypeError: Cannot read properties of undefined - Stack Overflow https://stackoverflow.com/q/1",
+           "ValueError handling in Python: a guide", "KeyError is raised when a key is missing",
+           "Failed to beat the record: the team finished second", "The request failed? No, it went through.",
+           "Request failed validation can be avoided with a schema"]
 
 
 def _tool_error(rep):

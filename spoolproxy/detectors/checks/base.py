@@ -55,12 +55,30 @@ PLAIN_ERROR = re.compile(
 )
 
 
+#: Error reports recognised only when they are the *whole* result, one line of at most
+#: 300 characters with no URL in it (so a search result titled "TypeError: ..." is not one):
+#: an exception's text (``TimeoutError: The read operation timed out``, ``KeyError('city')``
+#: after "failed:"), "<something> failed ..." and "Failed to <verb> ...: <an error>".
+PLAIN_ERROR_LINE = re.compile(
+    r"\A(?:"
+    r"[A-Z][A-Za-z]*(?:Error|Exception)(?::\s|\()"
+    r"|(?:request|tool(?: execution| call)?|function(?: call)?|call|operation|api call|http request|fetch)"
+    r"\s+failed(?::|\s+(?:with|because|due to)\b|\s*\(|[.!]?\Z)"
+    r"|failed to \w+[^:\n]{0,60}:\s.*\b(?:[45]\d\d|error|exception|timed? ?out|refused|unavailable|denied)\b"
+    r")",
+    re.IGNORECASE,
+)
+
+
 def plain_error_in(text: str) -> str | None:
     """The first line of a plain-text tool result that starts with an error report
-    (:data:`PLAIN_ERROR`; at most 120 characters), or None.  JSON and HTML bodies never match
-    (they start with ``{``, ``[`` or ``<``)."""
+    (:data:`PLAIN_ERROR`, or :data:`PLAIN_ERROR_LINE` when the result is that one line; at most
+    120 characters), or None.  JSON and HTML bodies never match (they start with ``{``,
+    ``[`` or ``<``)."""
     head = text.lstrip()[:300].split("\n", 1)[0].rstrip()
-    if not PLAIN_ERROR.match(head):
+    whole = text.strip()
+    one_line = whole == head and len(whole) <= 300 and "://" not in whole
+    if not (PLAIN_ERROR.match(head) or (one_line and PLAIN_ERROR_LINE.match(head))):
         return None
     return head if len(head) <= 120 else head[:119] + "…"
 
