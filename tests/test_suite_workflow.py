@@ -218,8 +218,10 @@ def test_a_case_that_times_out_is_an_error_and_the_suite_goes_on(project: Path) 
                cassette="cassettes/refund.yaml")
     try:
         run = spoolproxy("test", "--case", "sleepy", "--case", "stock-v1", "--timeout", "4", "--json", cwd=project)
+        table = spoolproxy("test", "--case", "sleepy", "--timeout", "2", cwd=project)
     finally:
         (suite / "sleepy.yaml").unlink()
+    assert table.returncode == 1 and "exit 1: sleepy could not be run (outcome error" in table.stdout, table.stdout
     assert "Traceback" not in run.stderr, run.stderr
     got = {r["name"]: r for r in json.loads(run.stdout)["results"]}
     assert got["sleepy"]["outcome"] == "error" and "did not finish within 4 s" in got["sleepy"]["explanation"]

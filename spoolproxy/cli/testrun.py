@@ -261,6 +261,10 @@ def _print_footer(results, regressions, baseline, fail_on, code, junit, wrote_ba
     if code == 0 and fail_on == "regression" and any(r.outcome not in ("passes", None) for r in ran) \
             and (rate_line is None or "--fail-under" not in rate_line):
         click.echo("known failures do not fail the run (--fail-on regression); use --fail-on any to require all pass")
+    errors = [r.name for r in ran if r.outcome == "error"]
+    if code != 0 and errors and not regressions:
+        click.echo(f"exit {code}: {', '.join(errors)} could not be run (outcome error, see the explanation above); "
+                   "an error fails the run whatever --fail-on says")
     sys.stdout.flush()
 
 
