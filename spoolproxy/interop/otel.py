@@ -134,8 +134,9 @@ def _run(path: Path, trace: str | None, spans: list[otlp.Span], events: dict) ->
     if not calls:
         return None, f"{where} has no GenAI inference span"
     if not any(c[1][0] or c[1][1] for c in calls):
-        return None, (f"{where}: the spans carry no message content (turn content capture on, e.g. "
-                      "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)")
+        return None, (f"the spans of {where} carry no message content: export again with content capture on "
+                      "(`spoolproxy export --format otel --capture-content`; for other instrumentations, "
+                      "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true)")
     content = {s.span_id: c for s, c in calls}
     known_calls: dict[str, tuple[str, Any]] = {}  # tool call id -> (name, arguments)
     results: dict[str, str] = {}  # tool call id -> the result the model was fed
