@@ -111,6 +111,8 @@ def test_live_host_goes_upstream_while_others_are_replayed(tmp_path, provider, r
     assert [q.path for q in provider.log] == ["/v1/messages"]
     assert asked(cas) == [("api.openai.com", "q1"), ("api.anthropic.com", "m3")] and f"replaced {cas}" in r.stderr
     assert asked(live)[1] == ("api.anthropic.com", "m2")  # --write-back leaves the earlier .live.yaml alone
+    back = load(cas).meta  # written back: stamped as this run, as a .live.yaml is
+    assert back.extra["live"] == ["api.anthropic.com:443"] and back.recorded_at >= meta.recorded_at
 
 
 def test_live_glob_with_a_port_and_one_that_matches_nothing(tmp_path, provider, run):

@@ -127,10 +127,12 @@ class LiveRecorder:
             keep = [it for it in old.interactions if not any_matches(self.live_globs, it.request.uri)]
             if self.live_globs:  # the output is this run: its order, its exit status
                 facts = {k: v for k, v in old.meta.extra.items() if k != "agent_end"}
-                update: dict = {"exit_code": exit_code, "extra": facts}
-                if self.target != self.source:  # a new file: when this run happened, what it replayed
-                    facts.update(replayed_from=str(self.source), live=list(self.live_globs))
-                    update["recorded_at"] = new.meta.recorded_at or datetime.now(timezone.utc).replace(microsecond=0)
+                if "agent_end" in new.meta.extra:
+                    facts["agent_end"] = new.meta.extra["agent_end"]
+                # when this run happened and what it replayed, also when it is written back
+                facts.update(replayed_from=str(self.source), live=list(self.live_globs))
+                update: dict = {"exit_code": exit_code, "extra": facts,
+                                "recorded_at": new.meta.recorded_at or datetime.now(timezone.utc).replace(microsecond=0)}
                 meta = old.meta.model_copy(update=update)
                 merged = Cassette(interactions=self._wire_order(old, keep, new.interactions), meta=meta,
                                   source_format=old.source_format)
