@@ -156,7 +156,9 @@ def test_bad_input_is_one_line(project, tmp_path):
                       (["cassettes/stock-check.yaml", "--patch", "nope.yaml"], "patch file nope.yaml does not exist"),
                       (["cassettes/stock-check.yaml", "--tool-result", "nothing"], "--tool-result 'nothing': use GLOB=FILE"),
                       (["cassettes/stock-check.yaml", "--route", "shop.example=ftp://x"], "--route"),
-                      (["cassettes/stock-check.yaml"], "give --at N"),
+                      (["cassettes/stock-check.yaml"], "nothing to fork with: give a patch"),
+                      (["cassettes/stock-check.yaml", "--route", "nowhere.example=http://127.0.0.1:9"],
+                       "no patch applies to cassettes/stock-check.yaml"),
                       (["cassettes/stock-check.yaml", "--system-append", "x", "--"],
                        "'--' is followed by no command: put CMD after it (e.g. -- python agent.py), or leave '--' out "
                        "to run the command the cassette records"),

@@ -143,10 +143,13 @@ def resolve_at(at: int | None, patches, parent) -> int:
     if at is None:
         found = first_target(patches, parent) if patches else None
         if found is None:
+            if not patches:
+                raise UsageError(f"nothing to fork with: give a patch (--patch FILE, --system-append, --tool-result, "
+                                 f"--route) and/or --at N (0-{n}) to rerun {parent.path} from there")
             why = next((f" (patch {c.patch + 1} does not apply: {c.problem})" for c in check_targets(patches, parent)
-                        if c.problem), "") if patches else ""
-            raise UsageError(f"give --at N (0-{n}): no patch applies to {parent.path}{why}, so there is no default "
-                             "fork point")
+                        if c.problem), "")
+            raise UsageError(f"no patch applies to {parent.path}{why}, so there is no default fork point: "
+                             f"fix the patch's target, or give --at N (0-{n}) to fork there anyway")
         return found
     real = at + n if at < 0 else at
     if not 0 <= real <= n:
