@@ -73,6 +73,8 @@ def test_llm_call_budget_refuses_the_call_beyond_it(tmp_path, spool_home, fake_p
     assert cb["what"] == "llm_calls" and cb["reason"] == "budget exceeded: LLM calls: 4 exceed the budget of 3"
     assert "spoolproxy: warning: budget at 80%: LLM calls: 3 of 3 used (100%)" in run.proc.stderr  # 3 >= 2.4
     assert run.cassette.meta.extra["budget"]["used"]["llm_calls"] == 3
+    (calls,) = [ln for ln in run.proc.stderr.splitlines() if "LLM calls (" in ln]  # the refused one is not a call
+    assert " x3;" in calls and "1 more refused by the circuit breaker (never sent)" in calls, calls
     # detect reads it as a failed run; show says where it stopped; the budget detector agrees
     report = analyze(run.cassette, {"max_llm_calls": 3})
     assert report.verdict == "fail"

@@ -155,6 +155,7 @@ class RunSummary:
     tokens_in: Counter = field(default_factory=Counter)  # provider -> tokens
     tokens_out: Counter = field(default_factory=Counter)
     no_usage: Counter = field(default_factory=Counter)  # provider -> answered calls that reported no usage
+    refused: Counter = field(default_factory=Counter)  # provider -> model requests the circuit breaker answered
     http_errors: Counter = field(default_factory=Counter)  # status -> count
     failures: list[str] = field(default_factory=list)
     streams: int = 0
@@ -182,6 +183,10 @@ class RunSummary:
         prov = provider_of(it)
         if prov is None:
             return
+        breaker = it.extra.get("circuit_breaker")
+        if isinstance(breaker, dict) and breaker.get("refused"):  # answered by the breaker, never sent
+            self.refused[prov] += 1
+            return
         try:
             model, tin, tout, _ = call_facts(it)
         except Exception:  # a summary must never break a recording
@@ -195,15 +200,17 @@ class RunSummary:
     def lines(self) -> list[str]:
         """The summary as short human lines (no trailing newline)."""
         out = [f"interactions: {self.interactions}  streams: {self.streams}"]
-        if self.calls:
-            by_prov: dict[str, list[str]] = {}
+        if self.calls or self.refused:
+            by_prov: dict[str, list[str]] = {p: [] for p in sorted(self.refused)}
             for (prov, model), n in sorted(self.calls.items()):
                 by_prov.setdefault(prov, []).append(f"{model} x{n}")
             for prov, models in by_prov.items():
                 unknown = self.no_usage[prov]
                 note = f" ({unknown} call{'s' if unknown != 1 else ''} reported no usage: tokens unknown)" if unknown else ""
+                if self.refused[prov]:
+                    note += f"; {self.refused[prov]} more refused by the circuit breaker (never sent)"
                 out.append(
-                    f"LLM calls ({prov}): {', '.join(models)}; tokens in {self.tokens_in[prov]}, out {self.tokens_out[prov]}{note}"
+                    f"LLM calls ({prov}): {', '.join(models) or 'none sent'}; tokens in {self.tokens_in[prov]}, out {self.tokens_out[prov]}{note}"
                 )
         else:
             out.append("LLM calls: none recognised")
