@@ -164,6 +164,7 @@ def test_other_yaml_in_a_directory_is_scanned_as_text(tmp_path):
     assert spool("scan", "--text", str(tmp_path / "ci.yml")).returncode == 0
     r = spool("scan", "--text", str(tmp_path / "settings.json"))
     assert r.returncode == 1 and f"{tmp_path / 'settings.json'}: text: openai-key" in r.stdout
+    assert "remove them from the other files by hand" in r.stderr  # export cannot rewrite a plain file
 
 
 def test_unreadable_file_is_refused_unless_scanned_as_text(tmp_path):

@@ -189,10 +189,13 @@ def command(paths: tuple[Path, ...], patterns: tuple[str, ...], headers: tuple[s
     n_files = len(files)
     if hits:
         affected = len({h.file for h in hits})
+        plain = any(h.field == "text" for h in hits)  # files read as plain text, not as cassettes
         click.echo(
             f"spoolproxy scan: {len(hits)} secret-shaped string(s) in {affected} of {n_files} file(s); "
-            "rotate those keys, then rewrite each file redacted with "
-            "'spoolproxy export FILE --format spoolproxy -o FILE' (add custom shapes to [redact] in spoolproxy.toml)",
+            "rotate those keys, then rewrite each cassette redacted with "
+            "'spoolproxy export FILE --format spoolproxy -o FILE'"
+            + ("; remove them from the other files by hand" if plain else "")
+            + " (add custom shapes to [redact] in spoolproxy.toml)",
             err=True,
         )
     elif not quiet and not bad:
