@@ -338,7 +338,8 @@ def _findings(cas, config_path, limit: int = 3) -> list[str]:
 
         c = report.cost
         lines.append(f"cost: {usd(c.usd)}" + (f" (prices: {', '.join(c.sources)})" if c.usd is not None else
-                                              f" (unknown: no price for {', '.join(c.unpriced_models)})"))
+                                              f" (unknown: no price for {', '.join(c.unpriced_models)}; add it to [prices] in "
+                                              "spoolproxy.toml)"))
     if report.checks:
         bad = [r for r in report.checks if r.status != "pass"]
         lines.append(f"checks: {len(report.checks) - len(bad)} passed" + (
