@@ -105,3 +105,16 @@ def test_show_keeps_finding_kinds_whole_at_any_width(columns):
     header = lines[1].split()
     if columns != 100:  # a column when it fits, else under each summary
         assert ("findings" in header) == (columns >= 160)
+
+
+def test_show_names_a_long_model_whole_without_its_date_when_the_column_is_narrow():
+    from types import SimpleNamespace
+
+    from spoolproxy.cli.show import _who
+
+    step = SimpleNamespace(llm=SimpleNamespace(provider="anthropic", model="claude-3-5-haiku-20241022"), host="x")
+    assert _who(step, 40) == "anthropic/claude-3-5-haiku-20241022"
+    assert _who(step, 26) == "anthropic/claude-3-5-haiku"
+    assert _who(step, 25) == "claude-3-5-haiku-20241022"
+    assert _who(step, 20) == "claude-3-5-haiku"  # at 80 columns: a whole name, not "anthropic/claude-3-…"
+    assert _who(SimpleNamespace(llm=None, host="shop.example:8080"), 20) == "shop.example:8080"

@@ -15,6 +15,7 @@ prints the run document (:mod:`spoolproxy.detectors.document`: ``{"schema_versio
 from __future__ import annotations
 
 import json
+import re
 import sys
 from urllib.parse import urlsplit
 
@@ -127,6 +128,24 @@ def tokens_cell(step) -> str:
     return "?" if step.ok and not step.llm.error else ""
 
 
+_DATE_SUFFIX = re.compile(r"[-@](?:\d{8}|\d{4}-\d{2}-\d{2})$")  # claude-3-5-haiku-20241022, gpt-4o-2024-08-06
+
+
+def _who(step, width: int) -> str:
+    """The "who" cell: the first of ``provider/model``, ``provider/model`` without the model's
+    date suffix, the model alone, the model without its date that fits in ``width`` (a whole
+    name says more than a cut one; else the first, cut by the table); a host for a non-LLM
+    step."""
+    if not step.llm:
+        return step.host
+    model = step.llm.model or "?"
+    undated = _DATE_SUFFIX.sub("", model)
+    for who in (f"{step.llm.provider}/{model}", f"{step.llm.provider}/{undated}", model, undated):
+        if len(who) <= width:
+            return who
+    return f"{step.llm.provider}/{model}"
+
+
 def usd(value: float | None) -> str:
     """``$0.0012``-style money with enough digits for small per-call amounts; ``?`` for unknown."""
     if value is None:
@@ -150,9 +169,7 @@ def _render(t, report, name: str, width: int | None, extra: dict | None = None) 
     who_width = max(18, min(34, console.width // 4))
     rows = []
     for s in t.steps:
-        who = f"{s.llm.provider}/{s.llm.model or '?'}" if s.llm else s.host
-        if s.llm and len(who) > who_width and s.llm.model and len(s.llm.model) <= who_width:
-            who = s.llm.model  # the whole model name says more than a cut provider/model
+        who = _who(s, who_width)
         tokens = tokens_cell(s)
         reported = s.llm is not None and (s.llm.usage.input_tokens is not None or s.llm.usage.output_tokens is not None)
         cost = usd(s.llm.cost_usd) if reported else ""
