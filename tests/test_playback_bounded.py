@@ -16,6 +16,7 @@ import hashlib
 import json
 import random
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -156,6 +157,8 @@ def test_exact_matching_misses_big_bodies_with_a_bounded_explanation(tmp_path, f
     # --diff-dir holds the full detail: both normalised bodies, every difference
     files = sorted(p.name for p in diff_dir.iterdir())
     assert len(files) == 6 and all(m.detail_files for m in misses)
+    for m in misses:  # the files carry the request's number in the report
+        assert all(Path(f).name.startswith(f"{m.seq:05d}-") for f in m.detail_files), (m.seq, m.detail_files)
     recorded_json = next(p for p in diff_dir.iterdir() if p.name.endswith("-recorded.json"))
     assert json.loads(recorded_json.read_text())["model"] == "gpt-4o"
 

@@ -58,6 +58,7 @@ class Explainer:
         self._pending: set[Future] = set()
         self._kept = 0  # differences stored in reports so far
         self._files = 0
+        self._stems: set[str] = set()
         self.write_error: str | None = None
 
     def submit(self, index: Index, lookup: Lookup, outcome: RequestOutcome | None, lock: threading.Lock) -> Future:
@@ -90,7 +91,7 @@ class Explainer:
         if self.diff_dir is not None and outcome is not None:
             rec = lookup.entry or lookup.nearest
             if rec is not None:
-                files = self._write(index.full_norm(rec), lookup.actual)
+                files = self._write(index.full_norm(rec), lookup.actual, outcome.seq)
         if outcome is None:
             return
         with lock:
@@ -101,12 +102,17 @@ class Explainer:
             outcome.suggestion_verified = lookup.verified
             outcome.detail_files = files
 
-    def _write(self, r: Normalized, a: Normalized) -> list[str]:
-        """Write both normalised bodies and every difference; returns the paths written."""
+    def _write(self, r: Normalized, a: Normalized, seq: int) -> list[str]:
+        """Write both normalised bodies and every difference, named by the request's number
+        in the report (``seq``; ``00003-2`` when a later segment reuses the number); returns
+        the paths written."""
         assert self.diff_dir is not None
         with self._lock:
             self._files += 1
-            stem = f"{self._files:05d}"
+            stem = f"{seq:05d}"
+            if stem in self._stems:
+                stem = f"{stem}-{self._files}"
+            self._stems.add(stem)
         try:
             self.diff_dir.mkdir(parents=True, exist_ok=True)
             out = []
