@@ -142,6 +142,7 @@ def test_artifact_runs_are_recorded_and_judged(project: Path, results: dict[str,
                                                         load(project / "cassettes" / "stock-check.yaml").interactions]
     assert cas.interactions[1].response.status == 502 and b"502 Bad Gateway" in cas.interactions[1].response.body
     assert cas.meta.extra["case"] == "stock-v1"
+    assert cas.meta.cwd == "."  # relative to the project, as `record` stores it: no machine's path in a pinned run
     report = json.loads((project / results["stock-v1"]["report"]).read_text())
     assert {r["outcome"] for r in report["requests"]} == {"exact"}
     stem = art.name.removesuffix(".yaml")  # the run's report and log carry the artifact's stamp

@@ -12,6 +12,7 @@ goes on with the next case.  ``pin`` saves a passing artifact as the case's cass
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -127,7 +128,8 @@ def run_case(case: Case, case_path: Path, suite_dir: Path, opts: RunOptions, eng
         artifact = runs / f"{stamp}.yaml"
         live = opts.live if opts.live is not None else tuple(case.routing.live)
         meta = CassetteMeta(recorder="spoolproxy test", recorded_at=datetime.now(timezone.utc).replace(microsecond=0),
-                            record_mode="none", command=list(case.command.argv), cwd=str(cwd),
+                            record_mode="none", command=list(case.command.argv),
+                            cwd=os.path.relpath(cwd, root.resolve()),  # relative to the project, as `record` stores it
                             extra={"case": case.name, "live": list(live), "replayed_from": case.cassette})
         from ..triage.tags import env_tags, stamp as stamp_tags
 
